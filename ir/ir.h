@@ -1,0 +1,374 @@
+/* ir.h - magpie's intermediate representation: dtypes, tensors, the op table, graphs,
+ * ONNX import/export, constant folding and .npy I/O.
+ *
+ * Invariants every module relies on:
+ *  - shapes are static; every value has a dtype and a shape once a graph is imported;
+ *  - memory is counted in bytes (ir_value_bytes), never in elements;
+ *  - graph->nodes is kept in a topological order; for an imported model this is the file's
+ *    order whenever that order was topological (the "eager order" of DESIGN.md);
+ *  - constant data lives in reference-counted blobs so that graphs can share weights;
+ *  - every op kind has exactly one ir_op_def (ir_op_get), which holds its shape inference,
+ *    FLOP and workspace counts and its CPU kernel. */
+#ifndef MAGPIE_IR_H
+#define MAGPIE_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status and errors */
+
+typedef enum ir_status {
+    IR_OK = 0,
+    IR_ERR_IO,          /* a file could not be read or written */
+    IR_ERR_PARSE,       /* bytes that are not what they claim to be (protobuf, .npy) */
+    IR_ERR_INVALID,     /* a well-formed file describing an invalid model or tensor */
+    IR_ERR_UNSUPPORTED, /* a valid model using something magpie does not implement */
+    IR_ERR_SHAPE,       /* shapes or dtypes that do not fit together */
+    IR_ERR_NOMEM,
+    IR_ERR_INTERNAL,
+} ir_status;
+
+const char *ir_status_to_string(ir_status s);
+
+/* One-line, human-readable cause of the last failure: "FILE: node 'NAME' (OP): cause". */
+typedef struct ir_diag {
+    char msg[1024];
+} ir_diag;
+
+/* Formats into d->msg (d may be NULL) and returns st, so callers can write
+ * `return ir_diag_set(d, IR_ERR_SHAPE, "...", ...);`. */
+ir_status ir_diag_set(ir_diag *d, ir_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes d->msg with "prefix: " (e.g. the file name) unless it already starts with it. */
+void ir_diag_prefix(ir_diag *d, const char *prefix);
+
+/* Programmer errors abort with file and line; bad input never reaches these. */
+#define IR_ASSERT(x)                                                                               \
+    do {                                                                                           \
+        if (!(x)) ir_assert_fail(__FILE__, __LINE__, #x);                                          \
+    } while (0)
+_Noreturn void ir_assert_fail(const char *file, int line, const char *expr);
+
+/* ---------------------------------------------------------------- dtypes and shapes */
+
+typedef enum ir_dtype {
+    IR_F32 = 0,
+    IR_F16,
+    IR_BF16,
+    IR_F64,
+    IR_I64,
+    IR_I32,
+    IR_I8,
+    IR_U8,
+    IR_BOOL,
+    IR_DTYPE_COUNT,
+    IR_DTYPE_NONE = -1,
+} ir_dtype;
+
+size_t ir_dtype_size(ir_dtype t);
+const char *ir_dtype_name(ir_dtype t);      /* "float32", "int64", ... */
+bool ir_dtype_is_float(ir_dtype t);         /* f32, f16, bf16, f64 */
+int ir_dtype_to_onnx(ir_dtype t);           /* TensorProto.DataType, 0 if none */
+ir_dtype ir_dtype_from_onnx(int onnx_type); /* IR_DTYPE_NONE if unsupported */
+float ir_f16_to_f32(uint16_t h);
+uint16_t ir_f32_to_f16(float f);
+float ir_bf16_to_f32(uint16_t h);
+uint16_t ir_f32_to_bf16(float f);
+/* Reads element i of a buffer of dtype t as double / writes it (casts as ONNX Cast does;
+ * float to integer truncates toward zero, anything non-zero to bool is 1). Slow path only:
+ * folding, .npy conversion, tests. */
+double ir_load_f64(const void *buf, ir_dtype t, int64_t i);
+void ir_store_f64(void *buf, ir_dtype t, int64_t i, double v);
+int64_t ir_load_i64(const void *buf, ir_dtype t, int64_t i);
+
+#define IR_MAX_RANK 8
+
+typedef struct ir_shape {
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+} ir_shape;
+
+int64_t ir_shape_numel(const ir_shape *s); /* 1 for rank 0 */
+bool ir_shape_eq(const ir_shape *a, const ir_shape *b);
+ir_shape ir_shape_make(int rank, const int64_t *dims);
+/* "[1,3,224,224]" into buf; returns buf. */
+char *ir_shape_str(const ir_shape *s, char *buf, size_t n);
+/* Numpy-style broadcast of a and b into out; false when they do not broadcast. */
+bool ir_shape_broadcast(const ir_shape *a, const ir_shape *b, ir_shape *out);
+/* Row-major strides in elements. */
+void ir_shape_strides(const ir_shape *s, int64_t *strides);
+
+/* ---------------------------------------------------------------- blobs: shared constant data */
+
+/* Immutable, reference-counted, 64-byte aligned bytes. Refcounts are atomic so graphs owned by
+ * different threads may share weights. */
+typedef struct ir_blob ir_blob;
+ir_blob *ir_blob_new(size_t bytes); /* zero-filled; NULL on out of memory */
+ir_blob *ir_blob_ref(ir_blob *b);   /* NULL-safe */
+void ir_blob_unref(ir_blob *b);     /* NULL-safe */
+void *ir_blob_data(ir_blob *b);
+size_t ir_blob_bytes(const ir_blob *b);
+
+/* ---------------------------------------------------------------- attributes */
+
+typedef enum ir_attr_type {
+    IR_ATTR_INT,
+    IR_ATTR_FLOAT,
+    IR_ATTR_STRING,
+    IR_ATTR_INTS,
+    IR_ATTR_FLOATS,
+    IR_ATTR_STRINGS,
+    IR_ATTR_TENSOR,
+} ir_attr_type;
+
+typedef struct ir_attr {
+    const char *name;
+    ir_attr_type type;
+    int64_t i;
+    float f;
+    const char *s;  /* STRING (NUL-terminated) */
+    int n;          /* count of ints / floats / strings */
+    int64_t *ints;
+    float *floats;
+    const char **strings;
+    /* TENSOR */
+    ir_dtype t_dtype;
+    ir_shape t_shape;
+    ir_blob *t_blob;
+} ir_attr;
+
+/* ---------------------------------------------------------------- values and nodes */
+
+enum ir_value_flags {
+    IR_VF_INPUT = 1u << 0,       /* a graph input (no data unless bound at run time) */
+    IR_VF_OUTPUT = 1u << 1,      /* a graph output */
+    IR_VF_INITIALIZER = 1u << 2, /* data came from the file's initializers */
+    IR_VF_PARAM = 1u << 3,       /* trainable parameter (DESIGN.md "data inputs vs parameters") */
+    IR_VF_DATA = 1u << 4,        /* a data input (--data, default the first graph input) */
+    IR_VF_CONST = 1u << 5,       /* has data in blob (initializer or folded constant) */
+};
+
+typedef struct ir_value {
+    const char *name;
+    ir_dtype dtype;
+    ir_shape shape;
+    int producer;   /* node index, -1 for inputs and constants */
+    unsigned flags; /* ir_value_flags */
+    ir_blob *blob;  /* constant data, NULL otherwise */
+} ir_value;
+
+/* The op kinds. ir-ops.def lists every op once; see ir_op_def below. */
+typedef enum ir_op_kind {
+#define IR_OP(name, domain) IR_OP_##name,
+#include "ir-ops.def"
+#undef IR_OP
+    IR_OP_COUNT,
+    IR_OP_OPAQUE = IR_OP_COUNT, /* unsupported op whose output shapes the file declares */
+} ir_op_kind;
+
+typedef struct ir_node {
+    const char *name;    /* never NULL; generated when the file has none */
+    const char *op_type; /* as in the file (kept for opaque nodes and export) */
+    const char *domain;  /* "" for the ONNX domain */
+    ir_op_kind op;
+    uint32_t id; /* stable id, unique within a graph lineage (rewrites refer to it) */
+    int n_in, n_out;
+    int *in; /* value ids; -1 for an omitted optional input */
+    int *out;
+    int n_attrs;
+    ir_attr *attrs;
+} ir_node;
+
+typedef struct ir_arena ir_arena;
+
+typedef struct ir_graph {
+    ir_value *values;
+    int n_values, cap_values;
+    ir_node *nodes; /* topological order */
+    int n_nodes, cap_nodes;
+    int *inputs; /* graph inputs without initializer, file order */
+    int n_inputs, cap_inputs;
+    int *outputs; /* graph outputs, file order */
+    int n_outputs, cap_outputs;
+    const char *name;
+    const char *source; /* path it was read from, for messages */
+    int64_t opset;      /* default-domain opset */
+    uint32_t next_node_id;
+    ir_arena *arena; /* strings, attributes, per-node arrays */
+} ir_graph;
+
+ir_graph *ir_graph_new(void);
+void ir_graph_free(ir_graph *g); /* NULL-safe; drops blob references */
+/* Deep copy of structure; constant blobs are shared (refcount). */
+ir_graph *ir_graph_clone(const ir_graph *g);
+
+/* Arena-backed helpers: the returned memory lives as long as the graph. */
+void *ir_graph_alloc(ir_graph *g, size_t bytes); /* zeroed, 16-byte aligned */
+const char *ir_graph_strdup(ir_graph *g, const char *s);
+
+/* Adds a value; name is copied. Returns its id, or -1 on out of memory. */
+int ir_graph_add_value(ir_graph *g, const char *name, ir_dtype t, const ir_shape *s);
+/* Adds a node at the end of g->nodes with copies of the given arrays (attrs are copied
+ * shallowly: their strings/arrays must already live in g's arena or be static). Sets the
+ * producer of each output. Returns the node index or -1. */
+int ir_graph_add_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
+                      int n_out, const int *out, int n_attrs, const ir_attr *attrs);
+void ir_graph_add_input(ir_graph *g, int value);
+void ir_graph_add_output(ir_graph *g, int value);
+int ir_graph_find_value(const ir_graph *g, const char *name); /* -1 if absent (linear) */
+
+/* Attribute lookup; the default is returned when absent. */
+const ir_attr *ir_attr_find(const ir_node *n, const char *name);
+int64_t ir_attr_int(const ir_node *n, const char *name, int64_t def);
+float ir_attr_float(const ir_node *n, const char *name, float def);
+const char *ir_attr_str(const ir_node *n, const char *name, const char *def);
+/* Number of ints (and *out) or -1 when absent. */
+int ir_attr_ints(const ir_node *n, const char *name, const int64_t **out);
+
+static inline ir_value *ir_node_in(const ir_graph *g, const ir_node *n, int i) {
+    return (i < n->n_in && n->in[i] >= 0) ? &g->values[n->in[i]] : NULL;
+}
+static inline ir_value *ir_node_out(const ir_graph *g, const ir_node *n, int i) {
+    return (i < n->n_out && n->out[i] >= 0) ? &g->values[n->out[i]] : NULL;
+}
+static inline size_t ir_value_bytes(const ir_value *v) {
+    return (size_t)ir_shape_numel(&v->shape) * ir_dtype_size(v->dtype);
+}
+static inline const void *ir_value_data(const ir_value *v) {
+    return v->blob ? ir_blob_data(v->blob) : NULL;
+}
+
+/* Checks structure: value ids in range, each value produced once, topological order, shapes
+ * consistent with a re-run of shape inference. Debug builds call it after every rewrite. */
+ir_status ir_graph_validate(const ir_graph *g, ir_diag *d);
+
+/* Re-orders g->nodes topologically, keeping the current order wherever it already is
+ * topological (stable Kahn by current index). IR_ERR_INVALID naming a node on a cycle. */
+ir_status ir_graph_toposort(ir_graph *g, ir_diag *d);
+
+/* ---------------------------------------------------------------- the op table */
+
+/* What a CPU kernel sees. Output buffers are allocated by the caller (the executor's counting
+ * allocator or the folder); kernels never allocate. */
+typedef struct ir_tensor {
+    ir_dtype dtype;
+    ir_shape shape;
+    void *data; /* NULL for an omitted optional input */
+} ir_tensor;
+
+typedef struct ir_kernel_ctx {
+    const ir_graph *graph;
+    const ir_node *node;
+    int n_in, n_out;
+    const ir_tensor *in;
+    ir_tensor *out;
+    void *workspace; /* op_def->workspace(graph, node) bytes, 64-byte aligned */
+    size_t workspace_bytes;
+    uint64_t seed; /* for ops that draw random numbers (Dropout in training mode) */
+    ir_diag *diag;
+} ir_kernel_ctx;
+
+typedef ir_status (*ir_kernel_fn)(const ir_kernel_ctx *k);
+
+enum ir_op_flags {
+    IR_OPF_MULTILINEAR = 1u << 0, /* linear in each input separately (PET) */
+    IR_OPF_ELEMENTWISE = 1u << 1,
+    IR_OPF_SHAPE_ONLY = 1u << 2, /* output depends only on input shapes (Shape, Size) */
+    IR_OPF_RANDOM = 1u << 3,     /* may draw random numbers: never constant-folded */
+};
+
+typedef struct ir_op_def {
+    const char *name;   /* ONNX op_type */
+    const char *domain; /* "" or "magpie" */
+    int min_in, max_in, min_out, max_out;
+    unsigned flags;
+    /* Sets dtype and shape of every output from the inputs' (and, for shape-like inputs such as
+     * Reshape's, their constant data: an input needed as data but not constant is
+     * IR_ERR_UNSUPPORTED naming it). Messages name the node; the caller adds the file. */
+    ir_status (*infer)(ir_graph *g, ir_node *n, ir_diag *d);
+    /* Floating-point operations, a multiply-add counting 2. NULL means 0. */
+    double (*flops)(const ir_graph *g, const ir_node *n);
+    /* Bytes of scratch the CPU kernel needs while it runs. NULL means 0. */
+    size_t (*workspace)(const ir_graph *g, const ir_node *n);
+    ir_kernel_fn kernel; /* CPU kernel; NULL only for ops that cannot run */
+} ir_op_def;
+
+const ir_op_def *ir_op_get(ir_op_kind k); /* NULL for IR_OP_OPAQUE */
+/* Looks up an op by domain ("" or "ai.onnx" for ONNX) and op_type; IR_OP_OPAQUE if unknown. */
+ir_op_kind ir_op_find(const char *domain, const char *op_type);
+const char *ir_op_name(ir_op_kind k);
+
+/* Runs the op's shape inference / counts for one node (dispatching on n->op). */
+ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);
+double ir_node_flops(const ir_graph *g, const ir_node *n);
+size_t ir_node_workspace(const ir_graph *g, const ir_node *n);
+
+/* ---------------------------------------------------------------- ONNX import / export */
+
+typedef struct ir_import_opts {
+    /* --shape NAME=D0,D1,...: either a graph input name or a symbolic dim name (then one
+     * value). n_shapes entries. */
+    int n_shapes;
+    const char *const *shape_names;
+    const ir_shape *shape_values;
+    /* --data NAME[,NAME]: data inputs; when 0, the first graph input. */
+    int n_data;
+    const char *const *data_names;
+    /* --frozen REGEX (POSIX extended), parameters matching it are not trainable. May be NULL. */
+    const char *frozen_regex;
+    /* Allow unsupported ops whose output shapes are declared (inspect, schedule). */
+    bool allow_opaque;
+    /* Skip constant folding (tests). */
+    bool no_fold;
+} ir_import_opts;
+
+/* Reads an ONNX model: parses, resolves symbolic dims, sorts, checks op support (listing every
+ * unsupported op type at once), classifies data/params, infers shapes and folds constants.
+ * On failure returns NULL with a one-line message in d naming the file, node and cause, and
+ * *st (if non-NULL) set to the status. */
+ir_graph *ir_onnx_load(const char *path, const ir_import_opts *opts, ir_status *st, ir_diag *d);
+ir_graph *ir_onnx_load_buffer(const void *buf, size_t len, const char *name,
+                              const ir_import_opts *opts, ir_status *st, ir_diag *d);
+/* Writes g as an ONNX model (opset g->opset, magpie-domain ops in domain "magpie") atomically
+ * (temporary file + rename): on failure no file is left at path. */
+ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d);
+
+/* Constant folding (called by the importer): evaluates every node whose inputs are all
+ * constants that are not trainable parameters, and removes nodes whose results are unused. */
+ir_status ir_fold_constants(ir_graph *g, ir_diag *d);
+/* Removes nodes none of whose outputs reach a graph output, and unused constants. */
+void ir_graph_prune(ir_graph *g);
+
+/* ---------------------------------------------------------------- .npy I/O */
+
+/* Reads a NumPy .npy file (version 1-3, little-endian, C order, dtypes above). *blob receives
+ * the data; on error a message naming the file and the cause. */
+ir_status ir_npy_read(const char *path, ir_dtype *dtype, ir_shape *shape, ir_blob **blob,
+                      ir_diag *d);
+/* Writes atomically (temporary file + rename). */
+ir_status ir_npy_write(const char *path, ir_dtype dtype, const ir_shape *shape, const void *data,
+                       ir_diag *d);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Deterministic 64-bit hash (for seeded weights, fingerprints). */
+uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
+static inline uint64_t ir_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
