@@ -36,8 +36,10 @@ void ir_diag_prefix(ir_diag *d, const char *prefix) {
     size_t pl = strlen(prefix);
     if (strncmp(d->msg, prefix, pl) == 0 && d->msg[pl] == ':') return;
     char tmp[sizeof d->msg];
-    snprintf(tmp, sizeof tmp, "%s: %s", prefix, d->msg);
-    memcpy(d->msg, tmp, sizeof tmp);
+    memcpy(tmp, d->msg, sizeof tmp);
+    int n = snprintf(d->msg, sizeof d->msg, "%.200s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof d->msg)
+        snprintf(d->msg + n, sizeof d->msg - (size_t)n, "%.*s", (int)(sizeof d->msg) - n - 1, tmp);
 }
 
 ir_status ir_node_fail(ir_diag *d, ir_status st, const ir_node *n, const char *fmt, ...) {

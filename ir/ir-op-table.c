@@ -3,11 +3,6 @@
 
 #include <string.h>
 
-/* TEMPORARY while the op files are written in parallel: undefined ops resolve to NULL. */
-#define IR_OP(name, domain) extern const ir_op_def ir_opdef_##name __attribute__((weak));
-#include "ir-ops.def"
-#undef IR_OP
-
 static const ir_op_def *const op_table[IR_OP_COUNT] = {
 #define IR_OP(name, domain) [IR_OP_##name] = &ir_opdef_##name,
 #include "ir-ops.def"

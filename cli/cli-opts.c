@@ -1,0 +1,279 @@
+/* cli-opts.c - the one option parser of every sub-command. A table lists each option once with
+ * its help line; a sub-command names the options it accepts (cli_cmd.opts), and everything else
+ * is a usage error. Options take their value as `--opt VALUE`, `--opt=VALUE` or `-iVALUE`.
+ *
+ * All arrays are sized from argc before parsing, so the parser never reallocates; strings it
+ * splits are copied into o->owned, everything else points into argv. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct opt_def {
+    unsigned mask;
+    const char *lng;     /* without "--"; NULL for short-only */
+    char shrt;           /* 0 for long-only */
+    const char *metavar; /* NULL for a flag */
+    const char *help;
+} opt_def;
+
+static const opt_def defs[] = {
+    {CLI_OPT_INPUT, NULL, 'i', "[NAME=]FILE.npy",
+     "bind a graph input: positional files bind the data inputs in order, NAME=FILE any input"
+     " by name (repeatable)"},
+    {CLI_OPT_OUTDIR, NULL, 'o', "DIR",
+     "directory for the output files, created if missing"
+     " (default: .)"},
+    {CLI_OPT_SHAPE, "shape", 0, "NAME=D0,D1,...",
+     "shape of a graph input, or the value of a symbolic dimension (repeatable)"},
+    {CLI_OPT_DATA, "data", 0, "NAME[,NAME]",
+     "the data inputs (default: the first graph input) (repeatable)"},
+    {CLI_OPT_SEED, "seed", 0, "S", "seed of the weights without values (default: 0)"},
+    {CLI_OPT_JSON, "json", 0, NULL, "print one JSON object on stdout instead of text"},
+    {CLI_OPT_PLOT, "plot", 0, "FILE.svg", "write an SVG plot of memory over schedule steps"},
+};
+#define N_DEFS ((int)(sizeof defs / sizeof defs[0]))
+
+/* Prints text word-wrapped to width columns, continuation lines indented by indent. */
+static void put_wrapped(FILE *f, const char *text, int indent, int width) {
+    int col = indent;
+    for (const char *p = text; *p;) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (col > indent && col + 1 + (int)w > width) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        }
+        if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(p, 1, w, f);
+        col += (int)w;
+        p += w;
+    }
+    fputc('\n', f);
+}
+
+void cli_opts_help(FILE *f, unsigned mask) {
+    for (int i = 0; i < N_DEFS; i++) {
+        const opt_def *od = &defs[i];
+        if (!(od->mask & mask)) continue;
+        char head[64];
+        if (od->lng)
+            snprintf(head, sizeof head, "--%s%s%s", od->lng, od->metavar ? " " : "",
+                     od->metavar ? od->metavar : "");
+        else
+            snprintf(head, sizeof head, "-%c %s", od->shrt, od->metavar ? od->metavar : "");
+        fprintf(f, "  %-26s ", head);
+        put_wrapped(f, od->help, 29, 100);
+    }
+}
+
+static char *own(cli_opts *o, const char *s) {
+    char *c = strdup(s);
+    if (c) o->owned[o->n_owned++] = c;
+    return c;
+}
+
+/* Parses one non-negative decimal integer that fills [s, end). */
+static bool parse_dim(const char *s, const char *end, int64_t *out) {
+    if (s == end) return false;
+    int64_t v = 0;
+    for (const char *p = s; p < end; p++) {
+        if (*p < '0' || *p > '9') return false;
+        if (v > (INT64_MAX - 9) / 10) return false;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return true;
+}
+
+static int parse_shape(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+    /* Split at the last '=': dims never contain one, names might. */
+    const char *eq = strrchr(arg, '=');
+    if (!eq || eq == arg)
+        return cli_fail(CLI_EXIT_USAGE, "%s: --shape '%s': expected NAME=D0,D1,...", cmd->name,
+                        arg);
+    ir_shape s = {0};
+    const char *p = eq + 1;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        if (s.rank == IR_MAX_RANK)
+            return cli_fail(CLI_EXIT_USAGE, "%s: --shape '%s': more than %d dimensions", cmd->name,
+                            arg, IR_MAX_RANK);
+        if (!parse_dim(p, end, &s.dims[s.rank]))
+            return cli_fail(CLI_EXIT_USAGE,
+                            "%s: --shape '%s': '%.*s' is not a dimension (expected NAME=D0,D1,...)",
+                            cmd->name, arg, (int)(end - p), p);
+        s.rank++;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return cli_fail(CLI_EXIT_USAGE, "%s: --shape '%s': trailing ','", cmd->name, arg);
+    }
+    char *name = own(o, arg);
+    if (!name) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    name[eq - arg] = '\0';
+    int k = o->imp.n_shapes++;
+    o->shape_names[k] = name;
+    o->shape_values[k] = s;
+    return CLI_EXIT_OK;
+}
+
+static int parse_data(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+    char *list = own(o, arg);
+    if (!list) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    for (char *p = list;;) {
+        char *end = strchr(p, ',');
+        if (end) *end = '\0';
+        if (!*p)
+            return cli_fail(CLI_EXIT_USAGE, "%s: --data '%s': empty input name", cmd->name, arg);
+        o->data_names[o->imp.n_data++] = p;
+        if (!end) break;
+        p = end + 1;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int parse_seed(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (!*arg || *arg == '-' || *end || errno)
+        return cli_fail(CLI_EXIT_USAGE, "%s: --seed '%s': expected a non-negative integer",
+                        cmd->name, arg);
+    o->seed = v;
+    return CLI_EXIT_OK;
+}
+
+static int parse_input(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+    cli_input in = {.name = NULL, .path = arg};
+    /* NAME=FILE, unless the whole argument names an existing file (paths may contain '='). */
+    const char *eq = strchr(arg, '=');
+    if (eq && access(arg, F_OK) != 0) {
+        if (eq == arg || !eq[1])
+            return cli_fail(CLI_EXIT_USAGE, "%s: -i '%s': expected FILE.npy or NAME=FILE.npy",
+                            cmd->name, arg);
+        char *name = own(o, arg);
+        if (!name) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+        name[eq - arg] = '\0';
+        in.name = name;
+        in.path = eq + 1;
+    }
+    if (!*in.path) return cli_fail(CLI_EXIT_USAGE, "%s: -i: empty file name", cmd->name);
+    o->inputs[o->n_inputs++] = in;
+    return CLI_EXIT_OK;
+}
+
+static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char *val) {
+    switch (od->mask) {
+    case CLI_OPT_SHAPE: return parse_shape(cmd, o, val);
+    case CLI_OPT_DATA: return parse_data(cmd, o, val);
+    case CLI_OPT_SEED: return parse_seed(cmd, o, val);
+    case CLI_OPT_INPUT: return parse_input(cmd, o, val);
+    case CLI_OPT_OUTDIR:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: -o: empty directory name", cmd->name);
+        o->out_dir = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_JSON: o->json = true; return CLI_EXIT_OK;
+    case CLI_OPT_PLOT:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --plot: empty file name", cmd->name);
+        o->plot = val;
+        return CLI_EXIT_OK;
+    }
+    return cli_fail(CLI_EXIT_INTERNAL, "option table out of date");
+}
+
+/* Finds the option a names; *attached receives a value written in the same argument
+ * ("--opt=V", "-iV") or NULL. */
+static const opt_def *lookup(const char *a, const char **attached) {
+    *attached = NULL;
+    if (a[1] == '-') {
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        for (int i = 0; i < N_DEFS; i++) {
+            if (defs[i].lng && strlen(defs[i].lng) == len && !strncmp(defs[i].lng, name, len)) {
+                if (eq) *attached = eq + 1;
+                return &defs[i];
+            }
+        }
+        return NULL;
+    }
+    for (int i = 0; i < N_DEFS; i++) {
+        if (defs[i].shrt && defs[i].shrt == a[1]) {
+            if (a[2]) *attached = a + 2;
+            return &defs[i];
+        }
+    }
+    return NULL;
+}
+
+static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
+    bool only_pos = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (only_pos || a[0] != '-' || a[1] == '\0') { /* "-" alone is a file name */
+            o->pos[o->n_pos++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            o->help = true;
+            continue;
+        }
+        const char *val;
+        const opt_def *od = lookup(a, &val);
+        if (!od || !(od->mask & cmd->opts))
+            return cli_fail(CLI_EXIT_USAGE, "%s: unknown option '%s' (try 'magpie %s --help')",
+                            cmd->name, a, cmd->name);
+        if (!od->metavar && val)
+            return cli_fail(CLI_EXIT_USAGE, "%s: option '--%s' takes no value", cmd->name, od->lng);
+        if (od->metavar && !val) {
+            if (i + 1 >= argc)
+                return cli_fail(CLI_EXIT_USAGE, "%s: option '%s' needs a value %s", cmd->name, a,
+                                od->metavar);
+            val = argv[++i];
+        }
+        int code = apply(cmd, o, od, val);
+        if (code != CLI_EXIT_OK) return code;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_opts_parse(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
+    memset(o, 0, sizeof *o);
+    /* Upper bounds: one entry per argument, and one data name per ',' besides. */
+    size_t n = (size_t)argc + 1, n_data = n;
+    for (int i = 0; i < argc; i++)
+        for (const char *p = argv[i]; *p; p++) n_data += *p == ',';
+    o->shape_names = calloc(n, sizeof *o->shape_names);
+    o->shape_values = calloc(n, sizeof *o->shape_values);
+    o->data_names = calloc(n_data, sizeof *o->data_names);
+    o->inputs = calloc(n, sizeof *o->inputs);
+    o->pos = calloc(n, sizeof *o->pos);
+    o->owned = calloc(2 * n, sizeof *o->owned);
+    if (!o->shape_names || !o->shape_values || !o->data_names || !o->inputs || !o->pos || !o->owned)
+        return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    o->imp.shape_names = o->shape_names;
+    o->imp.shape_values = o->shape_values;
+    o->imp.data_names = o->data_names;
+    return parse_args(cmd, argc, argv, o);
+}
+
+void cli_opts_free(cli_opts *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n_owned; i++) free(o->owned[i]);
+    free(o->owned);
+    free(o->shape_names);
+    free(o->shape_values);
+    free(o->data_names);
+    free(o->inputs);
+    free(o->pos);
+    memset(o, 0, sizeof *o);
+}

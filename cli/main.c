@@ -1,0 +1,130 @@
+/* main.c - the `magpie` command: the table of sub-commands, help and version, and dispatch.
+ * Each sub-command gets its options from the one shared parser (cli-opts.c), so help texts and
+ * usage errors look the same everywhere. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cli_cmd cmds[] = {
+    {
+        .name = "inspect",
+        .args = "MODEL.onnx",
+        .summary = "print a model's size, FLOPs, ops and eager-order peak memory",
+        .details = "Imports the model (unsupported ops are accepted when their output shapes are\n"
+                   "declared) and reports its nodes, values, op histogram, parameters, buffers,\n"
+                   "activations, FLOPs (a multiply-add counts 2), inputs and outputs, and the\n"
+                   "peak memory of the eager order with a sparkline of memory over steps.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_PLOT,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_inspect,
+    },
+    {
+        .name = "run",
+        .args = "MODEL.onnx",
+        .summary = "execute a model on the CPU and write its outputs as .npy files",
+        .details = "Positional -i FILE.npy bind the data inputs in order; -i NAME=FILE.npy binds\n"
+                   "any graph input by name. Weights without values are filled from --seed.\n"
+                   "Each graph output is written to DIR/<output name>.npy (characters outside\n"
+                   "[A-Za-z0-9._-] become '_'); on failure no output file is left.",
+        .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_OUTDIR |
+                CLI_OPT_JSON,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_run,
+    },
+    {
+        .name = "export",
+        .args = "IN.onnx OUT.onnx",
+        .summary = "import a model and write it back as ONNX (shapes resolved, constants folded)",
+        .details = NULL,
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON,
+        .min_pos = 2,
+        .max_pos = 2,
+        .run = cli_cmd_export,
+    },
+};
+#define N_CMDS ((int)(sizeof cmds / sizeof cmds[0]))
+
+static const cli_cmd *find_cmd(const char *name) {
+    for (int i = 0; i < N_CMDS; i++)
+        if (strcmp(cmds[i].name, name) == 0) return &cmds[i];
+    return NULL;
+}
+
+static void print_main_help(FILE *f) {
+    fprintf(f, "usage: magpie COMMAND [options]\n"
+               "       magpie help COMMAND | magpie COMMAND --help | magpie --version\n\n"
+               "magpie optimizes deep-learning graphs for memory and speed.\n\ncommands:\n");
+    for (int i = 0; i < N_CMDS; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
+    fprintf(f, "\nexit status: 0 success, 1 internal error, 2 bad input or usage.\n");
+}
+
+static void print_cmd_help(FILE *f, const cli_cmd *c) {
+    fprintf(f, "usage: magpie %s %s [options]\n\n%s.\n", c->name, c->args, c->summary);
+    if (c->details) fprintf(f, "\n%s\n", c->details);
+    fprintf(f, "\noptions:\n");
+    cli_opts_help(f, c->opts);
+    fprintf(f, "  -h, --help                 show this help\n");
+}
+
+/* Flushes stdout and turns a failed write (a full disk, a closed pipe) into an internal error
+ * rather than a silent success. */
+static int finish(int code) {
+    if (fflush(stdout) != 0 && code == CLI_EXIT_OK)
+        return cli_fail(CLI_EXIT_INTERNAL, "cannot write to standard output");
+    return code;
+}
+
+static int dispatch(const cli_cmd *c, int argc, char **argv) {
+    cli_opts o;
+    int code = cli_opts_parse(c, argc, argv, &o);
+    if (code != CLI_EXIT_OK) goto out;
+    if (o.help) {
+        print_cmd_help(stdout, c);
+        goto out;
+    }
+    if (o.n_pos < c->min_pos || o.n_pos > c->max_pos) {
+        code =
+            cli_fail(CLI_EXIT_USAGE, "%s: expected %s, got %d argument%s (try 'magpie %s --help')",
+                     c->name, c->args, o.n_pos, o.n_pos == 1 ? "" : "s", c->name);
+        goto out;
+    }
+    code = c->run(c, &o);
+out:
+    cli_opts_free(&o);
+    return code;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return cli_fail(CLI_EXIT_USAGE, "no command given (try 'magpie --help')");
+    const char *a = argv[1];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        print_main_help(stdout);
+        return finish(CLI_EXIT_OK);
+    }
+    if (strcmp(a, "--version") == 0 || strcmp(a, "version") == 0) {
+        printf("magpie %s\n", MAGPIE_VERSION);
+        return finish(CLI_EXIT_OK);
+    }
+    if (strcmp(a, "help") == 0) {
+        if (argc == 2) {
+            print_main_help(stdout);
+            return finish(CLI_EXIT_OK);
+        }
+        const cli_cmd *c = find_cmd(argv[2]);
+        if (!c)
+            return cli_fail(CLI_EXIT_USAGE, "help: unknown command '%s' (try 'magpie --help')",
+                            argv[2]);
+        if (argc > 3)
+            return cli_fail(CLI_EXIT_USAGE, "help: too many arguments (try 'magpie --help')");
+        print_cmd_help(stdout, c);
+        return finish(CLI_EXIT_OK);
+    }
+    if (a[0] == '-')
+        return cli_fail(CLI_EXIT_USAGE, "unknown option '%s' (try 'magpie --help')", a);
+    const cli_cmd *c = find_cmd(a);
+    if (!c) return cli_fail(CLI_EXIT_USAGE, "unknown command '%s' (try 'magpie --help')", a);
+    return finish(dispatch(c, argc - 2, argv + 2));
+}

@@ -1,0 +1,463 @@
+/* ops-conv.c - Conv and ConvTranspose with 1 to 3 spatial dims (ONNX opsets 11-17).
+ *
+ * Conv runs as im2col into the workspace + one sgemm per (batch, group). Two paths skip
+ * im2col: 1x1 stride-1 unpadded convs hand X to sgemm as it is, and convs with one input
+ * channel per group (depthwise, any channel multiplier) run a direct loop over output rows.
+ * ConvTranspose computes W_g^T X_g into the workspace (sgemm) and scatters it with col2im.
+ *
+ * Invariants: geometry is padded to 3 spatial dims (leading dims of size 1) so that one loop
+ * nest serves 1-, 2- and 3-D; conv_workspace() returns exactly the bytes of the path the kernel
+ * takes (conv_path() decides both). Kernels run float32; other float dtypes infer and count but
+ * their kernels answer IR_ERR_UNSUPPORTED. Conv and ConvTranspose are multilinear in (X, W)
+ * when they have no bias. */
+#include "ir-impl.h"
+
+#include <cblas.h>
+#include <string.h>
+
+typedef struct conv_geom {
+    int S;                  /* spatial rank, 1..3 */
+    int64_t N, C, M, group; /* batch, input channels, output channels, groups */
+    bool bias;
+    /* spatial geometry, right-aligned in 3 slots */
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} conv_geom;
+
+enum conv_path { PATH_IM2COL, PATH_GEMM_DIRECT, PATH_DEPTHWISE };
+
+static int64_t prod3(const int64_t *v) {
+    return v[0] * v[1] * v[2];
+}
+
+/* Reads an optional ints attribute that must have exactly cnt values. */
+static ir_status attr_ints_n(const ir_node *n, const char *name, int cnt, int64_t def, int64_t *out,
+                             ir_diag *d) {
+    const int64_t *v;
+    int m = ir_attr_ints(n, name, &v);
+    if (m < 0) {
+        for (int i = 0; i < cnt; i++) out[i] = def;
+        return IR_OK;
+    }
+    if (m != cnt)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute %s has %d values, expected %d", name,
+                            m, cnt);
+    for (int i = 0; i < cnt; i++) out[i] = v[i];
+    return IR_OK;
+}
+
+/* Reads X, W (and B) shapes and the attributes of node n into cg, validating them. */
+static ir_status conv_parse(const ir_graph *g, const ir_node *n, bool transpose, conv_geom *cg,
+                            ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0), *w = ir_node_in(g, n, 1), *b = ir_node_in(g, n, 2);
+    char s1[96], s2[96];
+    memset(cg, 0, sizeof *cg);
+    int r = x->shape.rank, S = r - 2;
+    if (r < 3 || r > 5)
+        return ir_node_fail(d, IR_ERR_SHAPE, n,
+                            "X has shape %s; expected rank 3 to 5 (N,C,spatial)",
+                            ir_shape_str(&x->shape, s1, sizeof s1));
+    if (w->shape.rank != r)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "W has shape %s but X has shape %s (ranks differ)",
+                            ir_shape_str(&w->shape, s1, sizeof s1),
+                            ir_shape_str(&x->shape, s2, sizeof s2));
+    if (!ir_dtype_is_float(x->dtype) || w->dtype != x->dtype)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X (%s) and W (%s) must share one float dtype",
+                            ir_dtype_name(x->dtype), ir_dtype_name(w->dtype));
+    cg->S = S;
+    cg->N = x->shape.dims[0];
+    cg->C = x->shape.dims[1];
+    cg->group = ir_attr_int(n, "group", 1);
+    if (cg->group < 1)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "group is %lld", (long long)cg->group);
+    if (cg->C % cg->group)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has %lld channels, not divisible by group %lld",
+                            (long long)cg->C, (long long)cg->group);
+    if (!transpose) {
+        cg->M = w->shape.dims[0];
+        if (w->shape.dims[1] * cg->group != cg->C || cg->M % cg->group)
+            return ir_node_fail(d, IR_ERR_SHAPE, n,
+                                "W has shape %s; with group %lld it needs %lld input channels "
+                                "(X has %lld) and output channels divisible by the group",
+                                ir_shape_str(&w->shape, s1, sizeof s1), (long long)cg->group,
+                                (long long)(w->shape.dims[1] * cg->group), (long long)cg->C);
+    } else {
+        cg->M = w->shape.dims[1] * cg->group;
+        if (w->shape.dims[0] != cg->C)
+            return ir_node_fail(d, IR_ERR_SHAPE, n,
+                                "W has shape %s; its first dim must equal X's channels (%lld)",
+                                ir_shape_str(&w->shape, s1, sizeof s1), (long long)cg->C);
+    }
+    if (b) {
+        if (b->shape.rank != 1 || b->shape.dims[0] != cg->M || b->dtype != x->dtype)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "B has shape %s (%s); expected [%lld] (%s)",
+                                ir_shape_str(&b->shape, s1, sizeof s1), ir_dtype_name(b->dtype),
+                                (long long)cg->M, ir_dtype_name(x->dtype));
+        cg->bias = true;
+    }
+    int64_t ks[3], st[3], dl[3], pads[6], opad[3], oshape[5];
+    ir_status rc;
+    if ((rc = attr_ints_n(n, "strides", S, 1, st, d)) ||
+        (rc = attr_ints_n(n, "dilations", S, 1, dl, d)) ||
+        (rc = attr_ints_n(n, "pads", 2 * S, 0, pads, d)) ||
+        (rc = attr_ints_n(n, "kernel_shape", S, 0, ks, d)) ||
+        (rc = attr_ints_n(n, "output_padding", S, 0, opad, d)))
+        return rc;
+    const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
+    bool same_up = !strcmp(ap, "SAME_UPPER"), same_lo = !strcmp(ap, "SAME_LOWER");
+    bool valid = !strcmp(ap, "VALID"), notset = !strcmp(ap, "NOTSET");
+    if (!same_up && !same_lo && !valid && !notset)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "auto_pad '%s' is not a valid value", ap);
+    const int64_t *os = NULL;
+    int n_os = transpose ? ir_attr_ints(n, "output_shape", &os) : -1;
+    if (n_os >= 0 && n_os != S && n_os != S + 2)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "output_shape has %d values, expected %d", n_os,
+                            S);
+    for (int i = 0; i < S && n_os >= 0; i++) oshape[i] = os[n_os - S + i];
+
+    for (int i = 0; i < 3; i++) {
+        cg->in[i] = cg->out[i] = cg->k[i] = cg->s[i] = cg->d[i] = 1;
+        cg->pb[i] = cg->pe[i] = 0;
+    }
+    for (int i = 0; i < S; i++) {
+        int j = 3 - S + i;
+        int64_t in = x->shape.dims[2 + i], k = w->shape.dims[2 + i];
+        if (ks[i] && ks[i] != k)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "kernel_shape[%d]=%lld but W has %lld there", i,
+                                (long long)ks[i], (long long)k);
+        if (st[i] < 1 || dl[i] < 1 || k < 1 || in < 1)
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "spatial dim %d: input %lld, kernel %lld, stride %lld, dilation "
+                                "%lld must all be positive",
+                                i, (long long)in, (long long)k, (long long)st[i], (long long)dl[i]);
+        int64_t dk = (k - 1) * dl[i] + 1, out, pb = pads[i], pe = pads[S + i];
+        if (!transpose) {
+            if (valid) {
+                pb = pe = 0;
+            } else if (same_up || same_lo) {
+                out = (in + st[i] - 1) / st[i];
+                int64_t tot = (out - 1) * st[i] + dk - in;
+                if (tot < 0) tot = 0;
+                pb = same_up ? tot / 2 : tot - tot / 2;
+                pe = tot - pb;
+            }
+            if (pb < 0 || pe < 0 || in + pb + pe < dk)
+                return ir_node_fail(d, IR_ERR_SHAPE, n,
+                                    "spatial dim %d: input %lld with pads %lld+%lld is smaller "
+                                    "than the dilated kernel %lld",
+                                    i, (long long)in, (long long)pb, (long long)pe, (long long)dk);
+            out = (in + pb + pe - dk) / st[i] + 1;
+        } else {
+            int64_t full = st[i] * (in - 1) + opad[i] + dk;
+            if (opad[i] < 0 || (opad[i] >= st[i] && opad[i] >= dl[i]))
+                return ir_node_fail(d, IR_ERR_INVALID, n,
+                                    "output_padding[%d]=%lld must be smaller than the stride or "
+                                    "the dilation",
+                                    i, (long long)opad[i]);
+            if (n_os >= 0 || same_up || same_lo) {
+                out = n_os >= 0 ? oshape[i] : in * st[i];
+                int64_t tot = full - out;
+                pb = same_up ? tot / 2 : tot - tot / 2;
+                pe = tot - pb;
+            } else if (valid) {
+                pb = pe = 0;
+            }
+            out = full - pb - pe;
+        }
+        if (out < 1)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "spatial dim %d of the output would be %lld", i,
+                                (long long)out);
+        cg->in[j] = in;
+        cg->out[j] = out;
+        cg->k[j] = k;
+        cg->s[j] = st[i];
+        cg->d[j] = dl[i];
+        cg->pb[j] = pb;
+        cg->pe[j] = pe;
+    }
+    return IR_OK;
+}
+
+static ir_status conv_infer_common(ir_graph *g, ir_node *n, bool transpose, ir_diag *d) {
+    conv_geom cg;
+    ir_status st = conv_parse(g, n, transpose, &cg, d);
+    if (st) return st;
+    ir_shape out = {.rank = cg.S + 2};
+    out.dims[0] = cg.N;
+    out.dims[1] = cg.M;
+    for (int i = 0; i < cg.S; i++) out.dims[2 + i] = cg.out[3 - cg.S + i];
+    ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &out);
+    return IR_OK;
+}
+
+static ir_status conv_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return conv_infer_common(g, n, false, d);
+}
+static ir_status convt_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return conv_infer_common(g, n, true, d);
+}
+
+static enum conv_path conv_path(const conv_geom *cg) {
+    if (cg->C / cg->group == 1) return PATH_DEPTHWISE;
+    bool unit = true;
+    for (int i = 0; i < 3; i++)
+        unit = unit && cg->k[i] == 1 && cg->s[i] == 1 && cg->pb[i] == 0 && cg->pe[i] == 0;
+    return unit ? PATH_GEMM_DIRECT : PATH_IM2COL;
+}
+
+static double conv_flops(const ir_graph *g, const ir_node *n) {
+    conv_geom cg;
+    if (conv_parse(g, n, false, &cg, NULL)) return 0;
+    double outs = (double)cg.N * (double)cg.M * (double)prod3(cg.out);
+    return outs * (2.0 * (double)(cg.C / cg.group) * (double)prod3(cg.k) + (cg.bias ? 1 : 0));
+}
+
+static double convt_flops(const ir_graph *g, const ir_node *n) {
+    conv_geom cg;
+    if (conv_parse(g, n, true, &cg, NULL)) return 0;
+    double macs = (double)cg.N * (double)cg.C * (double)prod3(cg.in) * (double)(cg.M / cg.group) *
+                  (double)prod3(cg.k);
+    return 2.0 * macs + (cg.bias ? (double)cg.N * (double)cg.M * (double)prod3(cg.out) : 0);
+}
+
+static size_t conv_workspace(const ir_graph *g, const ir_node *n) {
+    conv_geom cg;
+    if (conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
+    return (size_t)(cg.C / cg.group * prod3(cg.k) * prod3(cg.out)) * sizeof(float);
+}
+
+static size_t convt_workspace(const ir_graph *g, const ir_node *n) {
+    conv_geom cg;
+    if (conv_parse(g, n, true, &cg, NULL)) return 0;
+    return (size_t)(cg.M / cg.group * prod3(cg.k) * prod3(cg.in)) * sizeof(float);
+}
+
+/* The positions o in [0, n_pos) for which o*s + off lands in [0, bound): [*lo, *hi). */
+static void valid_range(int64_t off, int64_t s, int64_t bound, int64_t n_pos, int64_t *lo,
+                        int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = bound - 1 - off < 0 ? 0 : (bound - 1 - off) / s + 1;
+    if (h > n_pos) h = n_pos;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Fills `rows` rows of `len` floats with bias[0..rows) (or zeros). */
+static void fill_rows(float *y, const float *bias, int64_t rows, int64_t len) {
+    for (int64_t r = 0; r < rows; r++) {
+        float v = bias ? bias[r] : 0.0f;
+        for (int64_t i = 0; i < len; i++) y[r * len + i] = v;
+    }
+}
+
+/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels. */
+static void im2col(const float *x, float *col, const conv_geom *cg, int64_t Cg) {
+    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
+    IR_PARALLEL_FOR(Cg * K * OS >= IR_PAR_MIN)
+    for (int64_t r = 0; r < Cg * K; r++) {
+        int64_t c = r / K, kk = r % K;
+        int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
+        const float *xc = x + c * IS;
+        float *dst = col + r * OS;
+        int64_t off = kw * dl[2] - pb[2], lo, hi;
+        valid_range(off, s[2], in[2], out[2], &lo, &hi);
+        for (int64_t od = 0; od < out[0]; od++) {
+            int64_t id = od * s[0] - pb[0] + kd * dl[0];
+            for (int64_t oh = 0; oh < out[1]; oh++, dst += out[2]) {
+                int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
+                if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
+                    memset(dst, 0, sizeof(float) * (size_t)out[2]);
+                    continue;
+                }
+                const float *xr = xc + (id * in[1] + ih) * in[2];
+                for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
+                if (s[2] == 1)
+                    memcpy(dst + lo, xr + lo + off, sizeof(float) * (size_t)(hi - lo));
+                else
+                    for (int64_t ow = lo; ow < hi; ow++) dst[ow] = xr[ow * s[2] + off];
+                for (int64_t ow = hi; ow < out[2]; ow++) dst[ow] = 0;
+            }
+        }
+    }
+}
+
+/* Hot loops get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
+ * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HOT_CLONES
+#endif
+
+/* The valid output columns of the first DW_TAB kernel columns, hoisted out of the row loops
+ * (two divisions per row of ~50 multiply-adds would dominate otherwise). */
+enum { DW_TAB = 32 };
+
+/* One output plane of a conv with one input channel per group: xc is its input channel, wm its
+ * kernel, ym the plane (already holding the bias). */
+HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict wm,
+                                float *restrict ym, const conv_geom *cg, const int64_t *lo_t,
+                                const int64_t *hi_t) {
+    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
+    for (int64_t od = 0; od < out[0]; od++)
+        for (int64_t kd = 0; kd < k[0]; kd++) {
+            int64_t id = od * s[0] - pb[0] + kd * dl[0];
+            if (id < 0 || id >= in[0]) continue;
+            for (int64_t oh = 0; oh < out[1]; oh++) {
+                float *restrict yr = ym + (od * out[1] + oh) * out[2];
+                for (int64_t kh = 0; kh < k[1]; kh++) {
+                    int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
+                    if (ih < 0 || ih >= in[1]) continue;
+                    const float *restrict xr = xc + (id * in[1] + ih) * in[2];
+                    const float *wr = wm + (kd * k[1] + kh) * k[2];
+                    for (int64_t kw = 0; kw < k[2]; kw++) {
+                        int64_t off = kw * dl[2] - pb[2], lo, hi;
+                        if (kw < DW_TAB) {
+                            lo = lo_t[kw];
+                            hi = hi_t[kw];
+                        } else {
+                            valid_range(off, s[2], in[2], out[2], &lo, &hi);
+                        }
+                        const float wv = wr[kw];
+                        if (s[2] == 1)
+                            for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * s[2] + off];
+                    }
+                }
+            }
+        }
+}
+
+/* Convs with one input channel per group: each output channel m reads input channel
+ * m / (M/group) only, so a direct loop over output rows beats im2col + a 1-row gemm. */
+static void conv_depthwise(const float *x, const float *w, const float *b, float *y,
+                           const conv_geom *cg) {
+    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+    const int64_t Mg = cg->M / cg->group;
+    int64_t lo_t[DW_TAB], hi_t[DW_TAB];
+    for (int64_t kw = 0; kw < cg->k[2] && kw < DW_TAB; kw++)
+        valid_range(kw * cg->d[2] - cg->pb[2], cg->s[2], cg->in[2], cg->out[2], &lo_t[kw],
+                    &hi_t[kw]);
+    IR_PARALLEL_FOR(cg->N * cg->M * OS * K >= IR_PAR_MIN)
+    for (int64_t nm = 0; nm < cg->N * cg->M; nm++) {
+        int64_t bn = nm / cg->M, m = nm % cg->M;
+        fill_rows(y + nm * OS, b ? b + m : NULL, 1, OS);
+        dw_plane(x + (bn * cg->C + m / Mg) * IS, w + m * K, y + nm * OS, cg, lo_t, hi_t);
+    }
+}
+
+static ir_status check_f32(const ir_kernel_ctx *k) {
+    if (k->in[0].dtype != IR_F32)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs float32 only, not %s",
+                            ir_dtype_name(k->in[0].dtype));
+    return IR_OK;
+}
+
+static ir_status conv_kernel(const ir_kernel_ctx *k) {
+    conv_geom cg;
+    ir_status st = conv_parse(k->graph, k->node, false, &cg, k->diag);
+    if (st || (st = check_f32(k))) return st;
+    const float *x = k->in[0].data, *w = k->in[1].data;
+    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
+    float *y = k->out[0].data, *col = k->workspace;
+    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = prod3(cg.k);
+    const int64_t IS = prod3(cg.in), OS = prod3(cg.out);
+    enum conv_path path = conv_path(&cg);
+    if (path == PATH_DEPTHWISE) {
+        conv_depthwise(x, w, b, y, &cg);
+        return IR_OK;
+    }
+    IR_ASSERT(path != PATH_IM2COL || k->workspace_bytes >= (size_t)(Cg * K * OS) * sizeof(float));
+    for (int64_t bn = 0; bn < cg.N; bn++)
+        for (int64_t gi = 0; gi < cg.group; gi++) {
+            const float *xg = x + (bn * cg.C + gi * Cg) * IS, *wg = w + gi * Mg * Cg * K;
+            float *yg = y + (bn * cg.M + gi * Mg) * OS;
+            if (path == PATH_IM2COL) im2col(xg, col, &cg, Cg);
+            if (b) fill_rows(yg, b + gi * Mg, Mg, OS);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Mg, (int)OS, (int)(Cg * K),
+                        1.0f, wg, (int)(Cg * K), path == PATH_IM2COL ? col : xg, (int)OS,
+                        b ? 1.0f : 0.0f, yg, (int)OS);
+        }
+    return IR_OK;
+}
+
+/* y[m, o*s - pb + k*d] += col[(m,k), i]: the adjoint of im2col, one output channel per
+ * iteration so that parallel iterations never write the same element. */
+static void col2im(const float *col, float *y, const conv_geom *cg, int64_t Mg) {
+    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
+    IR_PARALLEL_FOR(Mg * K * IS >= IR_PAR_MIN)
+    for (int64_t m = 0; m < Mg; m++) {
+        float *ym = y + m * OS;
+        for (int64_t kk = 0; kk < K; kk++) {
+            int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
+            const float *src = col + (m * K + kk) * IS;
+            int64_t off = kw * dl[2] - pb[2], lo, hi;
+            valid_range(off, s[2], out[2], in[2], &lo, &hi);
+            for (int64_t id = 0; id < in[0]; id++) {
+                int64_t od = id * s[0] - pb[0] + kd * dl[0];
+                for (int64_t ih = 0; ih < in[1]; ih++) {
+                    int64_t oh = ih * s[1] - pb[1] + kh * dl[1];
+                    if (od < 0 || od >= out[0] || oh < 0 || oh >= out[1]) continue;
+                    const float *sr = src + (id * in[1] + ih) * in[2];
+                    float *yr = ym + (od * out[1] + oh) * out[2];
+                    for (int64_t iw = lo; iw < hi; iw++) yr[iw * s[2] + off] += sr[iw];
+                }
+            }
+        }
+    }
+}
+
+static ir_status convt_kernel(const ir_kernel_ctx *k) {
+    conv_geom cg;
+    ir_status st = conv_parse(k->graph, k->node, true, &cg, k->diag);
+    if (st || (st = check_f32(k))) return st;
+    const float *x = k->in[0].data, *w = k->in[1].data;
+    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
+    float *y = k->out[0].data, *col = k->workspace;
+    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = prod3(cg.k);
+    const int64_t IS = prod3(cg.in), OS = prod3(cg.out);
+    IR_ASSERT(k->workspace_bytes >= (size_t)(Mg * K * IS) * sizeof(float));
+    for (int64_t bn = 0; bn < cg.N; bn++)
+        for (int64_t gi = 0; gi < cg.group; gi++) {
+            const float *xg = x + (bn * cg.C + gi * Cg) * IS, *wg = w + gi * Cg * Mg * K;
+            float *yg = y + (bn * cg.M + gi * Mg) * OS;
+            /* W_g is [Cg, Mg*K]: col = W_g^T X_g is [Mg*K, IS] */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(Mg * K), (int)IS, (int)Cg,
+                        1.0f, wg, (int)(Mg * K), xg, (int)IS, 0.0f, col, (int)IS);
+            fill_rows(yg, b ? b + gi * Mg : NULL, Mg, OS);
+            col2im(col, yg, &cg, Mg);
+        }
+    return IR_OK;
+}
+
+const ir_op_def ir_opdef_Conv = {
+    .name = "Conv",
+    .domain = "",
+    .min_in = 2,
+    .max_in = 3,
+    .min_out = 1,
+    .max_out = 1,
+    .flags = IR_OPF_MULTILINEAR,
+    .infer = conv_infer,
+    .flops = conv_flops,
+    .workspace = conv_workspace,
+    .kernel = conv_kernel,
+};
+
+const ir_op_def ir_opdef_ConvTranspose = {
+    .name = "ConvTranspose",
+    .domain = "",
+    .min_in = 2,
+    .max_in = 3,
+    .min_out = 1,
+    .max_out = 1,
+    .flags = IR_OPF_MULTILINEAR,
+    .infer = convt_infer,
+    .flops = convt_flops,
+    .workspace = convt_workspace,
+    .kernel = convt_kernel,
+};

@@ -1,0 +1,396 @@
+/* ops-norm.c - BatchNormalization (inference and training), LayerNormalization (opset 17),
+ * InstanceNormalization, Softmax and LogSoftmax.
+ *
+ * BatchNormalization trains when training_mode=1 (opsets 14/15), or, for the opset-9 form that
+ * has no such attribute, when it has more than one output. Training normalizes with the batch
+ * mean and the biased (population) batch variance and updates the running variance with that
+ * same biased variance, as the ONNX spec (BatchNormalization-15, "ReduceVar refers to the
+ * population variance") and its reference implementation say. PyTorch's own update uses the
+ * unbiased variance, so exported running_var outputs differ from PyTorch's buffers by a factor
+ * n/(n-1) on the batch term; Y does not. The opset-9 form's saved_mean/saved_var outputs get the
+ * batch mean and biased batch variance.
+ *
+ * Softmax/LogSoftmax use opset-13 semantics (one axis, default -1); graphs below opset 13 get
+ * the old semantics (default axis 1, the input coerced to 2-D at axis). All statistics are
+ * accumulated in double. Kernels run float32. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+static ir_status check_f32(const ir_kernel_ctx *k) {
+    for (int i = 0; i < k->n_in; i++)
+        if (k->in[i].data && k->in[i].dtype != IR_F32 && ir_dtype_is_float(k->in[i].dtype))
+            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                                "the CPU kernel runs float32 only, not %s",
+                                ir_dtype_name(k->in[i].dtype));
+    return IR_OK;
+}
+
+static ir_status check_float_input(const ir_graph *g, const ir_node *n, int i, ir_diag *d) {
+    const ir_value *v = ir_node_in(g, n, i);
+    if (v && !ir_dtype_is_float(v->dtype))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "input %d has dtype %s; expected a float type", i,
+                            ir_dtype_name(v->dtype));
+    return IR_OK;
+}
+
+/* Mean and biased (population) variance of n contiguous values, two-pass in double. */
+static void mean_var(const float *x, int64_t n, double *mean, double *var) {
+    double s = 0, q = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    double m = n ? s / (double)n : 0;
+    for (int64_t i = 0; i < n; i++) q += ((double)x[i] - m) * ((double)x[i] - m);
+    *mean = m;
+    *var = n ? q / (double)n : 0;
+}
+
+static void scale_shift(const float *x, float *y, int64_t n, float a, float b) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
+}
+
+/* ---------------------------------------------------------------- BatchNormalization */
+
+static bool bn_training(const ir_node *n) {
+    int64_t tm = ir_attr_int(n, "training_mode", -1);
+    if (tm >= 0) return tm != 0;
+    for (int i = 1; i < n->n_out; i++)
+        if (n->out[i] >= 0) return true;
+    return false;
+}
+
+static ir_status bn_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    char buf[96];
+    if (x->shape.rank < 2)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank >= 2 (N,C,...)",
+                            ir_shape_str(&x->shape, buf, sizeof buf));
+    int64_t C = x->shape.dims[1];
+    static const char *names[5] = {"X", "scale", "B", "mean", "var"};
+    for (int i = 0; i < 5; i++) {
+        ir_status st = check_float_input(g, n, i, d);
+        if (st) return st;
+        const ir_value *v = ir_node_in(g, n, i);
+        if (i && (v->shape.rank != 1 || v->shape.dims[0] != C))
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "%s has shape %s; expected [%lld]", names[i],
+                                ir_shape_str(&v->shape, buf, sizeof buf), (long long)C);
+    }
+    bool train = bn_training(n);
+    int extra = 0;
+    for (int i = 1; i < n->n_out; i++) extra += n->out[i] >= 0;
+    if (!train && extra)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "extra outputs need training_mode=1");
+    if (n->n_out > 3 && ir_attr_find(n, "training_mode"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "BatchNormalization-14/15 has at most 3 outputs");
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    ir_shape cs = ir_shape_make(1, &C);
+    for (int i = 1; i < n->n_out; i++)
+        if (n->out[i] >= 0) ir_set_out(g, n, i, ir_node_in(g, n, 3)->dtype, &cs);
+    return IR_OK;
+}
+
+static double bn_flops(const ir_graph *g, const ir_node *n) {
+    double numel = (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+    return (bn_training(n) ? 5.0 : 2.0) * numel;
+}
+
+static ir_status bn_kernel(const ir_kernel_ctx *k) {
+    ir_status st = check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[0].shape;
+    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
+    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
+    const float *x = k->in[0].data, *scale = k->in[1].data, *bias = k->in[2].data,
+                *mean = k->in[3].data, *var = k->in[4].data;
+    float *y = k->out[0].data;
+    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    if (!bn_training(k->node)) {
+        IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+        for (int64_t p = 0; p < N * C; p++) {
+            int64_t c = p % C;
+            double a = scale[c] / sqrt((double)var[c] + eps);
+            scale_shift(x + p * IS, y + p * IS, IS, (float)a, (float)(bias[c] - mean[c] * a));
+        }
+        return IR_OK;
+    }
+    const double mom = ir_attr_float(k->node, "momentum", 0.9f);
+    float *run_mean = k->n_out > 1 ? k->out[1].data : NULL;
+    float *run_var = k->n_out > 2 ? k->out[2].data : NULL;
+    float *saved_mean = k->n_out > 3 ? k->out[3].data : NULL;
+    float *saved_var = k->n_out > 4 ? k->out[4].data : NULL;
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0, q = 0, cnt = (double)(N * IS);
+        for (int64_t bn = 0; bn < N; bn++) {
+            const float *xp = x + (bn * C + c) * IS;
+            for (int64_t i = 0; i < IS; i++) s += xp[i];
+        }
+        double m = cnt > 0 ? s / cnt : 0;
+        for (int64_t bn = 0; bn < N; bn++) {
+            const float *xp = x + (bn * C + c) * IS;
+            for (int64_t i = 0; i < IS; i++) q += ((double)xp[i] - m) * ((double)xp[i] - m);
+        }
+        double v = cnt > 0 ? q / cnt : 0, a = scale[c] / sqrt(v + eps);
+        for (int64_t bn = 0; bn < N; bn++)
+            scale_shift(x + (bn * C + c) * IS, y + (bn * C + c) * IS, IS, (float)a,
+                        (float)(bias[c] - m * a));
+        if (run_mean) run_mean[c] = (float)(mean[c] * mom + m * (1 - mom));
+        if (run_var) run_var[c] = (float)(var[c] * mom + v * (1 - mom));
+        if (saved_mean) saved_mean[c] = (float)m;
+        if (saved_var) saved_var[c] = (float)v;
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- LayerNormalization */
+
+/* Rows are X.shape[:axis] flattened; each row of `inner` values is normalized. */
+static ir_status ln_axis(const ir_shape *xs, const ir_node *n, int *axis, ir_diag *d) {
+    if (!ir_norm_axis(ir_attr_int(n, "axis", -1), xs->rank, axis) || xs->rank == 0)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                            (long long)ir_attr_int(n, "axis", -1), xs->rank);
+    return IR_OK;
+}
+
+static ir_status ln_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int axis;
+    ir_status st = ln_axis(&x->shape, n, &axis, d);
+    if (st) return st;
+    int64_t inner = 1;
+    for (int i = axis; i < x->shape.rank; i++) inner *= x->shape.dims[i];
+    for (int i = 0; i < 3; i++) {
+        const ir_value *v = ir_node_in(g, n, i);
+        char buf[96];
+        if ((st = check_float_input(g, n, i, d))) return st;
+        if (i && v && ir_shape_numel(&v->shape) != inner && ir_shape_numel(&v->shape) != 1)
+            return ir_node_fail(
+                d, IR_ERR_SHAPE, n, "%s has shape %s; expected the normalized shape (%lld values)",
+                i == 1 ? "Scale" : "B", ir_shape_str(&v->shape, buf, sizeof buf), (long long)inner);
+    }
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    ir_shape ss = x->shape;
+    for (int i = axis; i < ss.rank; i++) ss.dims[i] = 1;
+    ir_dtype stash = ir_dtype_from_onnx((int)ir_attr_int(n, "stash_type", 1));
+    if (stash == IR_DTYPE_NONE) stash = IR_F32;
+    for (int i = 1; i < n->n_out && i < 3; i++)
+        if (n->out[i] >= 0) ir_set_out(g, n, i, stash, &ss);
+    return IR_OK;
+}
+
+static double ln_flops(const ir_graph *g, const ir_node *n) {
+    return 7.0 * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+static ir_status ln_kernel(const ir_kernel_ctx *k) {
+    ir_status st = check_f32(k);
+    int axis;
+    if (st || (st = ln_axis(&k->in[0].shape, k->node, &axis, k->diag))) return st;
+    for (int i = 1; i < k->n_out; i++)
+        if (k->out[i].data && k->out[i].dtype != IR_F32)
+            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node, "stash_type must be float");
+    const int64_t numel = ir_tensor_numel(&k->in[0]);
+    int64_t inner = 1;
+    for (int i = axis; i < k->in[0].shape.rank; i++) inner *= k->in[0].shape.dims[i];
+    const int64_t rows = inner ? numel / inner : 0;
+    const float *x = k->in[0].data, *sc = k->in[1].data;
+    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
+    const bool sc1 = ir_tensor_numel(&k->in[1]) == 1 && inner != 1,
+               b1 = b && ir_tensor_numel(&k->in[2]) == 1 && inner != 1;
+    float *y = k->out[0].data;
+    float *mo = k->n_out > 1 ? k->out[1].data : NULL, *io = k->n_out > 2 ? k->out[2].data : NULL;
+    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * inner;
+        float *yr = y + r * inner;
+        double m, v;
+        mean_var(xr, inner, &m, &v);
+        const float inv = (float)(1.0 / sqrt(v + eps)), mf = (float)m;
+        for (int64_t i = 0; i < inner; i++) {
+            float s = sc[sc1 ? 0 : i], bb = b ? b[b1 ? 0 : i] : 0.0f;
+            yr[i] = (xr[i] - mf) * inv * s + bb;
+        }
+        if (mo) mo[r] = mf;
+        if (io) io[r] = inv;
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- InstanceNormalization */
+
+static ir_status in_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    char buf[96];
+    if (x->shape.rank < 3)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank >= 3 (N,C,...)",
+                            ir_shape_str(&x->shape, buf, sizeof buf));
+    for (int i = 0; i < 3; i++) {
+        ir_status st = check_float_input(g, n, i, d);
+        if (st) return st;
+        const ir_value *v = ir_node_in(g, n, i);
+        if (i && (v->shape.rank != 1 || v->shape.dims[0] != x->shape.dims[1]))
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "%s has shape %s; expected [%lld]",
+                                i == 1 ? "scale" : "B", ir_shape_str(&v->shape, buf, sizeof buf),
+                                (long long)x->shape.dims[1]);
+    }
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    return IR_OK;
+}
+
+static ir_status in_kernel(const ir_kernel_ctx *k) {
+    ir_status st = check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[0].shape;
+    const int64_t NC = xs->dims[0] * xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
+    const int64_t IS = NC ? numel / NC : 0, C = xs->dims[1];
+    const float *x = k->in[0].data, *sc = k->in[1].data, *b = k->in[2].data;
+    float *y = k->out[0].data;
+    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t p = 0; p < NC; p++) {
+        double m, v;
+        mean_var(x + p * IS, IS, &m, &v);
+        double a = sc[p % C] / sqrt(v + eps);
+        scale_shift(x + p * IS, y + p * IS, IS, (float)a, (float)(b[p % C] - m * a));
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- Softmax, LogSoftmax */
+
+/* Splits X into [outer, len, inner] around the softmax axis (see the file comment for the
+ * pre-13 coercion to 2-D). */
+static ir_status sm_split(const ir_graph *g, const ir_node *n, const ir_shape *xs, int64_t *outer,
+                          int64_t *len, int64_t *inner, ir_diag *d) {
+    bool old = g->opset > 0 && g->opset < 13;
+    int64_t a = ir_attr_int(n, "axis", old ? 1 : -1);
+    int axis;
+    if (xs->rank == 0 || !ir_norm_axis(a, xs->rank, &axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                            (long long)a, xs->rank);
+    *outer = *len = *inner = 1;
+    for (int i = 0; i < xs->rank; i++) {
+        if (i < axis)
+            *outer *= xs->dims[i];
+        else if (i == axis || old)
+            *len *= xs->dims[i];
+        else
+            *inner *= xs->dims[i];
+    }
+    return IR_OK;
+}
+
+static ir_status sm_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int64_t o, l, i;
+    ir_status st = check_float_input(g, n, 0, d);
+    if (st || (st = sm_split(g, n, &x->shape, &o, &l, &i, d))) return st;
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    return IR_OK;
+}
+
+static double sm_flops(const ir_graph *g, const ir_node *n) {
+    return 4.0 * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+/* One softmax line of len values `stride` apart. */
+static void softmax_line(const float *x, float *y, int64_t len, int64_t stride, bool log_sm) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < len; i++) mx = x[i * stride] > mx ? x[i * stride] : mx;
+    double sum = 0;
+    if (log_sm) {
+        for (int64_t i = 0; i < len; i++) sum += expf(x[i * stride] - mx);
+        float lse = mx + (float)log(sum);
+        for (int64_t i = 0; i < len; i++) y[i * stride] = x[i * stride] - lse;
+        return;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        float e = expf(x[i * stride] - mx);
+        y[i * stride] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < len; i++) y[i * stride] *= inv;
+}
+
+static ir_status sm_run(const ir_kernel_ctx *k, bool log_sm) {
+    int64_t outer, len, inner;
+    ir_status st = check_f32(k);
+    if (st || (st = sm_split(k->graph, k->node, &k->in[0].shape, &outer, &len, &inner, k->diag)))
+        return st;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    IR_PARALLEL_FOR(outer * len * inner >= IR_PAR_MIN)
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t base = (r / inner) * len * inner + r % inner;
+        softmax_line(x + base, y + base, len, inner, log_sm);
+    }
+    return IR_OK;
+}
+
+static ir_status softmax_kernel(const ir_kernel_ctx *k) {
+    return sm_run(k, false);
+}
+static ir_status logsoftmax_kernel(const ir_kernel_ctx *k) {
+    return sm_run(k, true);
+}
+
+const ir_op_def ir_opdef_BatchNormalization = {
+    .name = "BatchNormalization",
+    .domain = "",
+    .min_in = 5,
+    .max_in = 5,
+    .min_out = 1,
+    .max_out = 5,
+    .infer = bn_infer,
+    .flops = bn_flops,
+    .kernel = bn_kernel,
+};
+
+const ir_op_def ir_opdef_LayerNormalization = {
+    .name = "LayerNormalization",
+    .domain = "",
+    .min_in = 2,
+    .max_in = 3,
+    .min_out = 1,
+    .max_out = 3,
+    .infer = ln_infer,
+    .flops = ln_flops,
+    .kernel = ln_kernel,
+};
+
+const ir_op_def ir_opdef_InstanceNormalization = {
+    .name = "InstanceNormalization",
+    .domain = "",
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = in_infer,
+    .flops = ln_flops,
+    .kernel = in_kernel,
+};
+
+const ir_op_def ir_opdef_Softmax = {
+    .name = "Softmax",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = sm_infer,
+    .flops = sm_flops,
+    .kernel = softmax_kernel,
+};
+
+const ir_op_def ir_opdef_LogSoftmax = {
+    .name = "LogSoftmax",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = sm_infer,
+    .flops = sm_flops,
+    .kernel = logsoftmax_kernel,
+};

@@ -1,0 +1,334 @@
+/* ops-pool.c - MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (1 to 3 spatial dims).
+ *
+ * Windows follow ONNX (and PyTorch): output = floor or ceil((in + pads - dilated kernel) / stride)
+ * + 1, and with ceil_mode a last window that would start inside the end padding is dropped.
+ * AveragePool with count_include_pad divides by the window clipped to the padded input (not to
+ * the ceil_mode overhang), otherwise by the number of real elements. Geometry is padded to 3
+ * spatial dims (leading dims of size 1) so one loop nest serves 1-, 2- and 3-D; planes (n, c)
+ * run in parallel. Kernels run float32; MaxPool's Indices output uses row-major storage only. */
+#include "ir-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct pool_geom {
+    int S;
+    int64_t NC; /* planes */
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} pool_geom;
+
+static int64_t prod3(const int64_t *v) {
+    return v[0] * v[1] * v[2];
+}
+
+static ir_status attr_ints_n(const ir_node *n, const char *name, int cnt, int64_t def, int64_t *out,
+                             ir_diag *d) {
+    const int64_t *v;
+    int m = ir_attr_ints(n, name, &v);
+    if (m < 0) {
+        for (int i = 0; i < cnt; i++) out[i] = def;
+        return IR_OK;
+    }
+    if (m != cnt)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute %s has %d values, expected %d", name,
+                            m, cnt);
+    for (int i = 0; i < cnt; i++) out[i] = v[i];
+    return IR_OK;
+}
+
+static ir_status check_input(const ir_graph *g, const ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    char buf[96];
+    if (x->shape.rank < 3 || x->shape.rank > 5)
+        return ir_node_fail(d, IR_ERR_SHAPE, n,
+                            "X has shape %s; expected rank 3 to 5 (N,C,spatial)",
+                            ir_shape_str(&x->shape, buf, sizeof buf));
+    if (!ir_dtype_is_float(x->dtype))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s; expected a float type",
+                            ir_dtype_name(x->dtype));
+    return IR_OK;
+}
+
+static ir_status pool_parse(const ir_graph *g, const ir_node *n, pool_geom *pg, ir_diag *d) {
+    ir_status st = check_input(g, n, d);
+    if (st) return st;
+    const ir_value *x = ir_node_in(g, n, 0);
+    int S = x->shape.rank - 2;
+    int64_t ks[3], str[3], dl[3], pads[6];
+    const int64_t *kv;
+    if (ir_attr_ints(n, "kernel_shape", &kv) < 0)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute kernel_shape is required");
+    if ((st = attr_ints_n(n, "kernel_shape", S, 1, ks, d)) ||
+        (st = attr_ints_n(n, "strides", S, 1, str, d)) ||
+        (st = attr_ints_n(n, "dilations", S, 1, dl, d)) ||
+        (st = attr_ints_n(n, "pads", 2 * S, 0, pads, d)))
+        return st;
+    bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
+    const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
+    bool same_up = !strcmp(ap, "SAME_UPPER"), same_lo = !strcmp(ap, "SAME_LOWER");
+    bool valid = !strcmp(ap, "VALID");
+    if (!same_up && !same_lo && !valid && strcmp(ap, "NOTSET"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "auto_pad '%s' is not a valid value", ap);
+    memset(pg, 0, sizeof *pg);
+    pg->S = S;
+    pg->NC = x->shape.dims[0] * x->shape.dims[1];
+    for (int i = 0; i < 3; i++) pg->in[i] = pg->out[i] = pg->k[i] = pg->s[i] = pg->d[i] = 1;
+    for (int i = 0; i < S; i++) {
+        int j = 3 - S + i;
+        int64_t in = x->shape.dims[2 + i], pb = pads[i], pe = pads[S + i], out;
+        if (ks[i] < 1 || str[i] < 1 || dl[i] < 1 || pb < 0 || pe < 0)
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "spatial dim %d: kernel %lld, stride %lld, dilation %lld must be "
+                                "positive and pads non-negative",
+                                i, (long long)ks[i], (long long)str[i], (long long)dl[i]);
+        int64_t dk = (ks[i] - 1) * dl[i] + 1;
+        if (same_up || same_lo) {
+            out = (in + str[i] - 1) / str[i];
+            int64_t tot = (out - 1) * str[i] + dk - in;
+            if (tot < 0) tot = 0;
+            pb = same_up ? tot / 2 : tot - tot / 2;
+            pe = tot - pb;
+        } else {
+            if (valid) pb = pe = 0;
+            int64_t span = in + pb + pe - dk;
+            if (span < 0)
+                return ir_node_fail(
+                    d, IR_ERR_SHAPE, n,
+                    "spatial dim %d: input %lld with pads %lld+%lld is smaller than "
+                    "the window %lld",
+                    i, (long long)in, (long long)pb, (long long)pe, (long long)dk);
+            out = (ceil_mode ? (span + str[i] - 1) / str[i] : span / str[i]) + 1;
+            /* the last window must start inside the input or the begin padding */
+            if (ceil_mode && (out - 1) * str[i] >= in + pb) out--;
+        }
+        pg->in[j] = in;
+        pg->out[j] = out;
+        pg->k[j] = ks[i];
+        pg->s[j] = str[i];
+        pg->d[j] = dl[i];
+        pg->pb[j] = pb;
+        pg->pe[j] = pe;
+    }
+    return IR_OK;
+}
+
+static void pool_out_shape(const ir_graph *g, const ir_node *n, const pool_geom *pg, ir_shape *s) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    *s = x->shape;
+    for (int i = 0; i < pg->S; i++) s->dims[2 + i] = pg->out[3 - pg->S + i];
+}
+
+static ir_status maxpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    pool_geom pg;
+    ir_status st = pool_parse(g, n, &pg, d);
+    if (st) return st;
+    ir_shape s;
+    pool_out_shape(g, n, &pg, &s);
+    ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);
+    if (ir_node_out(g, n, 1)) {
+        if (ir_attr_int(n, "storage_order", 0) != 0)
+            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                                "Indices with storage_order=1 (column-major) are not supported");
+        ir_set_out(g, n, 1, IR_I64, &s);
+    }
+    return IR_OK;
+}
+
+static ir_status avgpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    pool_geom pg;
+    ir_status st = pool_parse(g, n, &pg, d);
+    if (st) return st;
+    for (int i = 0; i < 3; i++)
+        if (pg.d[i] != 1)
+            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
+    ir_shape s;
+    pool_out_shape(g, n, &pg, &s);
+    ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);
+    return IR_OK;
+}
+
+static double pool_flops(const ir_graph *g, const ir_node *n) {
+    pool_geom pg;
+    if (pool_parse(g, n, &pg, NULL)) return 0;
+    return (double)pg.NC * (double)prod3(pg.out) * (double)prod3(pg.k);
+}
+
+static ir_status check_f32(const ir_kernel_ctx *k) {
+    if (k->in[0].dtype != IR_F32)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs float32 only, not %s",
+                            ir_dtype_name(k->in[0].dtype));
+    return IR_OK;
+}
+
+/* Runs the max or average window of every output position of plane p. */
+static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *idx, int64_t p,
+                       bool is_max, bool count_pad) {
+    const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb,
+                  *pe = pg->pe;
+    const int64_t IS = prod3(in);
+    const float *xp = x + p * IS;
+    float *yp = y + p * prod3(out);
+    for (int64_t od = 0; od < out[0]; od++)
+        for (int64_t oh = 0; oh < out[1]; oh++)
+            for (int64_t ow = 0; ow < out[2]; ow++, yp++) {
+                int64_t st[3] = {od * s[0] - pb[0], oh * s[1] - pb[1], ow * s[2] - pb[2]};
+                if (is_max) {
+                    float best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t a = 0; a < k[0]; a++) {
+                        int64_t i0 = st[0] + a * dl[0];
+                        if (i0 < 0 || i0 >= in[0]) continue;
+                        for (int64_t b = 0; b < k[1]; b++) {
+                            int64_t i1 = st[1] + b * dl[1];
+                            if (i1 < 0 || i1 >= in[1]) continue;
+                            const float *xr = xp + (i0 * in[1] + i1) * in[2];
+                            for (int64_t c = 0; c < k[2]; c++) {
+                                int64_t i2 = st[2] + c * dl[2];
+                                if (i2 < 0 || i2 >= in[2]) continue;
+                                if (xr[i2] > best || bi < 0) {
+                                    best = xr[i2];
+                                    bi = (i0 * in[1] + i1) * in[2] + i2;
+                                }
+                            }
+                        }
+                    }
+                    *yp = best;
+                    if (idx) idx[yp - y] = p * IS + bi;
+                } else {
+                    int64_t lo[3], hi[3], cnt_pad = 1, cnt = 1;
+                    for (int i = 0; i < 3; i++) {
+                        int64_t e = st[i] + k[i];
+                        if (e > in[i] + pe[i]) e = in[i] + pe[i];
+                        cnt_pad *= e - st[i];
+                        lo[i] = st[i] < 0 ? 0 : st[i];
+                        hi[i] = e > in[i] ? in[i] : e;
+                        cnt *= hi[i] > lo[i] ? hi[i] - lo[i] : 0;
+                    }
+                    double sum = 0;
+                    for (int64_t i0 = lo[0]; i0 < hi[0]; i0++)
+                        for (int64_t i1 = lo[1]; i1 < hi[1]; i1++) {
+                            const float *xr = xp + (i0 * in[1] + i1) * in[2];
+                            for (int64_t i2 = lo[2]; i2 < hi[2]; i2++) sum += xr[i2];
+                        }
+                    int64_t div = count_pad ? cnt_pad : cnt;
+                    *yp = div > 0 ? (float)(sum / (double)div) : 0.0f;
+                }
+            }
+}
+
+static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {
+    pool_geom pg;
+    ir_status st = pool_parse(k->graph, k->node, &pg, k->diag);
+    if (st || (st = check_f32(k))) return st;
+    bool count_pad = ir_attr_int(k->node, "count_include_pad", 0) != 0;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t *idx = (is_max && k->n_out > 1) ? k->out[1].data : NULL;
+    const int64_t OS = prod3(pg.out);
+    IR_PARALLEL_FOR(pg.NC * OS * prod3(pg.k) >= IR_PAR_MIN)
+    for (int64_t p = 0; p < pg.NC; p++) pool_plane(&pg, x, y, idx, p, is_max, count_pad);
+    return IR_OK;
+}
+
+static ir_status maxpool_kernel(const ir_kernel_ctx *k) {
+    return pool_run(k, true);
+}
+static ir_status avgpool_kernel(const ir_kernel_ctx *k) {
+    return pool_run(k, false);
+}
+
+/* ---------------------------------------------------------------- global pools */
+
+static ir_status global_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    ir_status st = check_input(g, n, d);
+    if (st) return st;
+    ir_shape s = ir_node_in(g, n, 0)->shape;
+    for (int i = 2; i < s.rank; i++) s.dims[i] = 1;
+    ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);
+    return IR_OK;
+}
+
+static double global_flops(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+static ir_status global_run(const ir_kernel_ctx *k, bool is_max) {
+    ir_status st = check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[0].shape;
+    const int64_t NC = xs->dims[0] * xs->dims[1], IS = ir_tensor_numel(&k->in[0]) / (NC ? NC : 1);
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    IR_PARALLEL_FOR(NC * IS >= IR_PAR_MIN)
+    for (int64_t p = 0; p < NC; p++) {
+        const float *xp = x + p * IS;
+        if (is_max) {
+            float m = IS ? xp[0] : -INFINITY;
+            for (int64_t i = 1; i < IS; i++) m = xp[i] > m ? xp[i] : m;
+            y[p] = m;
+        } else {
+            double sum = 0;
+            for (int64_t i = 0; i < IS; i++) sum += xp[i];
+            y[p] = IS ? (float)(sum / (double)IS) : 0.0f;
+        }
+    }
+    return IR_OK;
+}
+
+static ir_status gavg_kernel(const ir_kernel_ctx *k) {
+    return global_run(k, false);
+}
+static ir_status gmax_kernel(const ir_kernel_ctx *k) {
+    return global_run(k, true);
+}
+
+const ir_op_def ir_opdef_MaxPool = {
+    .name = "MaxPool",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 2,
+    .infer = maxpool_infer,
+    .flops = pool_flops,
+    .kernel = maxpool_kernel,
+};
+
+const ir_op_def ir_opdef_AveragePool = {
+    .name = "AveragePool",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .flags = IR_OPF_MULTILINEAR,
+    .infer = avgpool_infer,
+    .flops = pool_flops,
+    .kernel = avgpool_kernel,
+};
+
+const ir_op_def ir_opdef_GlobalAveragePool = {
+    .name = "GlobalAveragePool",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .flags = IR_OPF_MULTILINEAR,
+    .infer = global_infer,
+    .flops = global_flops,
+    .kernel = gavg_kernel,
+};
+
+const ir_op_def ir_opdef_GlobalMaxPool = {
+    .name = "GlobalMaxPool",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = global_infer,
+    .flops = global_flops,
+    .kernel = gmax_kernel,
+};

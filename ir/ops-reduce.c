@@ -1,0 +1,436 @@
+/* ops-reduce.c - ReduceMean/Sum/Max/Min/Prod/L2, ArgMax and CumSum.
+ *
+ * Axes come from the second input when it is present (ReduceSum from opset 13, every reduction
+ * from opset 18) and from the `axes` attribute otherwise; they must be constant since they fix
+ * the output shape. Reductions run for every numeric dtype because constant folding pushes shape
+ * arithmetic through them: integers accumulate exactly in int64, floats in double.
+ *
+ * Two paths: float32 inputs whose reduced dims are one contiguous block ([outer, R, inner]) run
+ * a fast loop, parallel over `outer`; everything else (other dtypes, scattered axes, empty
+ * reductions) walks the input once with an odometer and accumulates into the output, which is
+ * exact for int64 and double, and accumulates in float for float32. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+typedef enum rop { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2 } rop;
+
+/* Writes an int64 into element i of an integer (or float) buffer without a round trip through
+ * double, so large int64 values stay exact. */
+static void store_i64(void *buf, ir_dtype t, int64_t i, int64_t v) {
+    switch (t) {
+    case IR_I64: ((int64_t *)buf)[i] = v; break;
+    case IR_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case IR_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case IR_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
+    default: ir_store_f64(buf, t, i, (double)v); break;
+    }
+}
+
+/* The largest (max) or smallest value of an integer dtype: the identity of ReduceMin/Max. */
+static int64_t int_limit(ir_dtype t, bool max) {
+    switch (t) {
+    case IR_I32: return max ? INT32_MAX : INT32_MIN;
+    case IR_I8: return max ? INT8_MAX : INT8_MIN;
+    case IR_U8:
+    case IR_BOOL: return max ? 255 : 0;
+    default: return max ? INT64_MAX : INT64_MIN;
+    }
+}
+
+static bool numeric(ir_dtype t) {
+    return t != IR_BOOL && t != IR_DTYPE_NONE;
+}
+
+/* Splits a shape into [outer, R, inner] around one axis. */
+static void split_axis(const ir_shape *s, int axis, int64_t *outer, int64_t *R, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= s->dims[i];
+    *R = s->dims[axis];
+    for (int i = axis + 1; i < s->rank; i++) *inner *= s->dims[i];
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* mask[i] = dimension i is reduced; *noop when empty axes mean identity. */
+static ir_status reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *mask, bool *noop,
+                             ir_diag *d) {
+    int64_t axes[IR_MAX_RANK * 2];
+    int na;
+    const int64_t *av;
+    if (n->n_in > 1 && n->in[1] >= 0) {
+        na = ir_const_ints(g, n, 1, axes, IR_MAX_RANK * 2, d);
+        if (na < 0) return IR_ERR_UNSUPPORTED;
+    } else {
+        na = ir_attr_ints(n, "axes", &av);
+        if (na > IR_MAX_RANK * 2)
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axes has %d values", na);
+        for (int i = 0; i < na; i++) axes[i] = av[i];
+    }
+    *noop = na <= 0 && ir_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    for (int i = 0; i < rank; i++) mask[i] = na <= 0;
+    for (int i = 0; i < na; i++) {
+        int a;
+        if (!ir_norm_axis(axes[i], rank, &a) || (rank == 0 && axes[i] != 0 && axes[i] != -1))
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                                (long long)axes[i], rank);
+        if (rank > 0 && mask[a])
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is repeated", (long long)axes[i]);
+        if (rank > 0) mask[a] = true;
+    }
+    return IR_OK;
+}
+
+static ir_status reduce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (!numeric(x->dtype))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
+    bool mask[IR_MAX_RANK], noop;
+    ir_status st = reduce_axes(g, n, x->shape.rank, mask, &noop, d);
+    if (st) return st;
+    bool keep = ir_attr_int(n, "keepdims", 1) != 0;
+    ir_shape out = {0};
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (noop || !mask[i])
+            out.dims[out.rank++] = x->shape.dims[i];
+        else if (keep)
+            out.dims[out.rank++] = 1;
+    }
+    ir_set_out(g, n, 0, x->dtype, &out);
+    return IR_OK;
+}
+
+static double reduce_flops(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+/* The fast float32 path over [outer, R, inner]; R >= 1. */
+static void reduce_f32(rop op, const float *x, float *y, int64_t outer, int64_t R, int64_t inner) {
+    IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * R * inner;
+        float *yo = y + o * inner;
+        if (inner == 1) {
+            double acc = op == R_PROD ? 1 : (op == R_MAX || op == R_MIN) ? xo[0] : 0;
+            for (int64_t r = 0; r < R; r++) {
+                double v = xo[r];
+                switch (op) {
+                case R_SUM:
+                case R_MEAN: acc += v; break;
+                case R_L2: acc += v * v; break;
+                case R_PROD: acc *= v; break;
+                case R_MAX: acc = v > acc ? v : acc; break;
+                case R_MIN: acc = v < acc ? v : acc; break;
+                }
+            }
+            yo[0] = (float)(op == R_MEAN ? acc / (double)R : op == R_L2 ? sqrt(acc) : acc);
+            continue;
+        }
+        for (int64_t i = 0; i < inner; i++) yo[i] = op == R_L2 ? xo[i] * xo[i] : xo[i];
+        for (int64_t r = 1; r < R; r++) {
+            const float *xr = xo + r * inner;
+            switch (op) {
+            case R_SUM:
+            case R_MEAN:
+                for (int64_t i = 0; i < inner; i++) yo[i] += xr[i];
+                break;
+            case R_L2:
+                for (int64_t i = 0; i < inner; i++) yo[i] += xr[i] * xr[i];
+                break;
+            case R_PROD:
+                for (int64_t i = 0; i < inner; i++) yo[i] *= xr[i];
+                break;
+            case R_MAX:
+                for (int64_t i = 0; i < inner; i++) yo[i] = xr[i] > yo[i] ? xr[i] : yo[i];
+                break;
+            case R_MIN:
+                for (int64_t i = 0; i < inner; i++) yo[i] = xr[i] < yo[i] ? xr[i] : yo[i];
+                break;
+            }
+        }
+        if (op == R_MEAN)
+            for (int64_t i = 0; i < inner; i++) yo[i] /= (float)R;
+        if (op == R_L2)
+            for (int64_t i = 0; i < inner; i++) yo[i] = sqrtf(yo[i]);
+    }
+}
+
+/* Any dtype, any axes: one pass over the input accumulating into the output. */
+static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const bool *mask) {
+    const ir_shape *xs = &xt->shape;
+    const ir_dtype t = xt->dtype;
+    const bool is_int = !ir_dtype_is_float(t);
+    const int64_t nx = ir_tensor_numel(xt), ny = ir_tensor_numel(yt);
+    const int64_t R = ny ? nx / ny : 0;
+    int64_t ostr[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, st = 1;
+    for (int i = xs->rank - 1; i >= 0; i--) { /* output strides, 0 along reduced dims */
+        ostr[i] = mask[i] ? 0 : st;
+        if (!mask[i]) st *= xs->dims[i];
+    }
+    for (int64_t o = 0; o < ny; o++) {
+        if (is_int)
+            store_i64(yt->data, t, o,
+                      op == R_PROD  ? 1
+                      : op == R_MAX ? int_limit(t, false)
+                      : op == R_MIN ? int_limit(t, true)
+                                    : 0);
+        else
+            ir_store_f64(yt->data, t, o,
+                         op == R_PROD  ? 1
+                         : op == R_MAX ? -INFINITY
+                         : op == R_MIN ? INFINITY
+                                       : 0);
+    }
+    for (int64_t i = 0, o = 0; i < nx; i++) {
+        if (is_int) {
+            int64_t v = ir_load_i64(xt->data, t, i), a = ir_load_i64(yt->data, t, o);
+            switch (op) {
+            case R_SUM:
+            case R_MEAN: a += v; break;
+            case R_L2: a += v * v; break;
+            case R_PROD: a *= v; break;
+            case R_MAX: a = v > a ? v : a; break;
+            case R_MIN: a = v < a ? v : a; break;
+            }
+            store_i64(yt->data, t, o, a);
+        } else {
+            double v = ir_load_f64(xt->data, t, i), a = ir_load_f64(yt->data, t, o);
+            switch (op) {
+            case R_SUM:
+            case R_MEAN: a += v; break;
+            case R_L2: a += v * v; break;
+            case R_PROD: a *= v; break;
+            case R_MAX: a = v > a ? v : a; break;
+            case R_MIN: a = v < a ? v : a; break;
+            }
+            ir_store_f64(yt->data, t, o, a);
+        }
+        for (int dd = xs->rank - 1; dd >= 0; dd--) { /* odometer, tracking the output offset */
+            o += ostr[dd];
+            if (++idx[dd] < xs->dims[dd]) break;
+            o -= ostr[dd] * xs->dims[dd];
+            idx[dd] = 0;
+        }
+    }
+    if (op != R_MEAN && op != R_L2) return;
+    for (int64_t o = 0; o < ny; o++) {
+        if (is_int) {
+            int64_t a = ir_load_i64(yt->data, t, o);
+            store_i64(yt->data, t, o, op == R_MEAN ? (R ? a / R : 0) : (int64_t)sqrt((double)a));
+        } else {
+            double a = ir_load_f64(yt->data, t, o);
+            ir_store_f64(yt->data, t, o, op == R_MEAN ? a / (double)R : sqrt(a));
+        }
+    }
+}
+
+static ir_status reduce_run(const ir_kernel_ctx *k, rop op) {
+    const ir_tensor *x = &k->in[0];
+    ir_tensor *y = &k->out[0];
+    bool mask[IR_MAX_RANK], noop;
+    ir_status st = reduce_axes(k->graph, k->node, x->shape.rank, mask, &noop, k->diag);
+    if (st) return st;
+    if (noop) {
+        memcpy(y->data, x->data, (size_t)ir_tensor_numel(x) * ir_dtype_size(x->dtype));
+        return IR_OK;
+    }
+    /* fast path: the reduced dims of size > 1 form one contiguous block */
+    int first = -1, last = -1;
+    bool contiguous = true;
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (!mask[i] || x->shape.dims[i] == 1) continue;
+        if (first < 0) first = i;
+        last = i;
+    }
+    for (int i = first + 1; first >= 0 && i < last; i++)
+        if (!mask[i] && x->shape.dims[i] != 1) contiguous = false;
+    int64_t outer = 1, R = 1, inner = 1;
+    for (int i = 0; i < x->shape.rank; i++) {
+        int64_t dim = x->shape.dims[i];
+        if (first < 0 || i < first)
+            outer *= dim;
+        else if (i <= last)
+            R *= mask[i] ? dim : 1; /* kept dims inside the block have size 1 */
+        else
+            inner *= dim;
+    }
+    if (x->dtype == IR_F32 && contiguous && R > 0 && ir_tensor_numel(x) > 0)
+        reduce_f32(op, x->data, y->data, outer, R, inner);
+    else
+        reduce_generic(op, x, y, mask);
+    return IR_OK;
+}
+
+#define REDUCE_KERNEL(fn, op)                                                                      \
+    static ir_status fn(const ir_kernel_ctx *k) {                                                  \
+        return reduce_run(k, op);                                                                  \
+    }
+REDUCE_KERNEL(rsum_kernel, R_SUM)
+REDUCE_KERNEL(rmean_kernel, R_MEAN)
+REDUCE_KERNEL(rmax_kernel, R_MAX)
+REDUCE_KERNEL(rmin_kernel, R_MIN)
+REDUCE_KERNEL(rprod_kernel, R_PROD)
+REDUCE_KERNEL(rl2_kernel, R_L2)
+
+/* ---------------------------------------------------------------- ArgMax */
+
+static ir_status argmax_axis(const ir_shape *xs, const ir_node *n, int *axis, ir_diag *d) {
+    int64_t a = ir_attr_int(n, "axis", 0);
+    if (xs->rank == 0 || !ir_norm_axis(a, xs->rank, axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                            (long long)a, xs->rank);
+    return IR_OK;
+}
+
+static ir_status argmax_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int axis;
+    ir_status st = argmax_axis(&x->shape, n, &axis, d);
+    if (st) return st;
+    if (!numeric(x->dtype))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
+    if (x->shape.dims[axis] == 0)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "ArgMax over an empty axis");
+    ir_shape out = x->shape;
+    if (ir_attr_int(n, "keepdims", 1)) {
+        out.dims[axis] = 1;
+    } else {
+        for (int i = axis; i + 1 < out.rank; i++) out.dims[i] = out.dims[i + 1];
+        out.rank--;
+    }
+    ir_set_out(g, n, 0, IR_I64, &out);
+    return IR_OK;
+}
+
+static ir_status argmax_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0];
+    int axis;
+    ir_status st = argmax_axis(&x->shape, k->node, &axis, k->diag);
+    if (st) return st;
+    const bool last = ir_attr_int(k->node, "select_last_index", 0) != 0;
+    int64_t outer, R, inner;
+    split_axis(&x->shape, axis, &outer, &R, &inner);
+    int64_t *y = k->out[0].data;
+    const float *xf = x->dtype == IR_F32 ? x->data : NULL;
+    IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
+    for (int64_t oi = 0; oi < outer * inner; oi++) {
+        int64_t base = (oi / inner) * R * inner + oi % inner, best = 0;
+        double bv = xf ? xf[base] : ir_load_f64(x->data, x->dtype, base);
+        for (int64_t r = 1; r < R; r++) {
+            int64_t at = base + r * inner;
+            double v = xf ? xf[at] : ir_load_f64(x->data, x->dtype, at);
+            if (v > bv || (last && v == bv)) {
+                bv = v;
+                best = r;
+            }
+        }
+        y[oi] = best;
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- CumSum */
+
+static ir_status cumsum_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0), *ax = ir_node_in(g, n, 1);
+    if (!numeric(x->dtype) || x->shape.rank == 0)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X must be a numeric tensor of rank >= 1");
+    if (ir_dtype_is_float(ax->dtype) || ir_shape_numel(&ax->shape) != 1)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "axis must be an integer scalar");
+    int64_t a;
+    int axis;
+    if (ir_value_data(ax) && ir_const_ints(g, n, 1, &a, 1, d) == 1 &&
+        !ir_norm_axis(a, x->shape.rank, &axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                            (long long)a, x->shape.rank);
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    return IR_OK;
+}
+
+static ir_status cumsum_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0];
+    const ir_dtype t = x->dtype;
+    int64_t a = ir_load_i64(k->in[1].data, k->in[1].dtype, 0);
+    int axis;
+    if (!ir_norm_axis(a, x->shape.rank, &axis))
+        return ir_node_fail(k->diag, IR_ERR_INVALID, k->node,
+                            "axis %lld is out of range for rank %d", (long long)a, x->shape.rank);
+    const bool excl = ir_attr_int(k->node, "exclusive", 0) != 0;
+    const bool rev = ir_attr_int(k->node, "reverse", 0) != 0;
+    int64_t outer, R, inner;
+    split_axis(&x->shape, axis, &outer, &R, &inner);
+    const bool is_int = !ir_dtype_is_float(t);
+    void *y = k->out[0].data;
+    const int64_t dir = rev ? -1 : 1;
+    /* y[r] = y[r - dir] + x[r - dir] (exclusive) or x[r] (inclusive), from the start edge */
+    IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t s = 0; s < R; s++) {
+            int64_t r = rev ? R - 1 - s : s;
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t at = (o * R + r) * inner + i, prev = at - dir * inner;
+                int64_t src = excl ? prev : at;
+                bool has_src = !excl || s > 0;
+                if (t == IR_F32) {
+                    float *yf = y;
+                    const float *xf = x->data;
+                    yf[at] = (s ? yf[prev] : 0.0f) + (has_src ? xf[src] : 0.0f);
+                } else if (is_int) {
+                    int64_t v = (s ? ir_load_i64(y, t, prev) : 0) +
+                                (has_src ? ir_load_i64(x->data, t, src) : 0);
+                    store_i64(y, t, at, v);
+                } else {
+                    double v = (s ? ir_load_f64(y, t, prev) : 0) +
+                               (has_src ? ir_load_f64(x->data, t, src) : 0);
+                    ir_store_f64(y, t, at, v);
+                }
+            }
+        }
+    return IR_OK;
+}
+
+#define REDUCE_DEF(NAME, kern, fl)                                                                 \
+    const ir_op_def ir_opdef_##NAME = {                                                            \
+        .name = #NAME,                                                                             \
+        .domain = "",                                                                              \
+        .min_in = 1,                                                                               \
+        .max_in = 2,                                                                               \
+        .min_out = 1,                                                                              \
+        .max_out = 1,                                                                              \
+        .flags = (fl),                                                                             \
+        .infer = reduce_infer,                                                                     \
+        .flops = reduce_flops,                                                                     \
+        .kernel = kern,                                                                            \
+    };
+REDUCE_DEF(ReduceMean, rmean_kernel, IR_OPF_MULTILINEAR)
+REDUCE_DEF(ReduceSum, rsum_kernel, IR_OPF_MULTILINEAR)
+REDUCE_DEF(ReduceMax, rmax_kernel, 0)
+REDUCE_DEF(ReduceMin, rmin_kernel, 0)
+REDUCE_DEF(ReduceProd, rprod_kernel, 0)
+REDUCE_DEF(ReduceL2, rl2_kernel, 0)
+
+const ir_op_def ir_opdef_ArgMax = {
+    .name = "ArgMax",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = argmax_infer,
+    .flops = reduce_flops,
+    .kernel = argmax_kernel,
+};
+
+const ir_op_def ir_opdef_CumSum = {
+    .name = "CumSum",
+    .domain = "",
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
+    .flags = IR_OPF_MULTILINEAR,
+    .infer = cumsum_infer,
+    .flops = reduce_flops,
+    .kernel = cumsum_kernel,
+};

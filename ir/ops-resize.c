@@ -1,0 +1,254 @@
+/* ops-resize.c - Resize (opsets 10-17): modes nearest and linear (n-linear over every dim whose
+ * mapping is not the identity), coordinate_transformation_mode half_pixel, pytorch_half_pixel,
+ * align_corners, asymmetric and tf_half_pixel_for_nn. cubic, tf_crop_and_resize and opset-18
+ * antialias/axes answer IR_ERR_UNSUPPORTED.
+ *
+ * Scales or sizes must be constants (they fix the output shape). The kernel first tabulates,
+ * per dim, the two source indices and the weight of every output coordinate (the workspace,
+ * exactly resize_workspace() bytes), then fills output rows (all dims but the last) in
+ * parallel. Source coordinates are clamped to [0, in-1], which equals ONNX's edge padding.
+ * Below opset 11 the inputs are (X, scales) with asymmetric coordinates and floor rounding,
+ * as Resize-10 behaves. The kernel runs float32. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+enum rs_ctm {
+    CTM_HALF_PIXEL,
+    CTM_PYTORCH_HALF_PIXEL,
+    CTM_ALIGN_CORNERS,
+    CTM_ASYMMETRIC,
+    CTM_TF_NN
+};
+enum rs_round { RND_PREFER_FLOOR, RND_PREFER_CEIL, RND_FLOOR, RND_CEIL };
+
+typedef struct rs_attrs {
+    bool linear;
+    enum rs_ctm ctm;
+    enum rs_round rnd;
+    int scales_in, sizes_in; /* input positions, -1 when the opset has none */
+} rs_attrs;
+
+static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_diag *d) {
+    bool old = g->opset > 0 && g->opset < 11;
+    const char *mode = ir_attr_str(n, "mode", "nearest");
+    const char *ctm =
+        ir_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel");
+    const char *nm = ir_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor");
+    static const char *ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                 "tf_half_pixel_for_nn"};
+    static const char *rnds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
+        ra->linear = true;
+    else if (!strcmp(mode, "nearest"))
+        ra->linear = false;
+    else
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
+    int i;
+    for (i = 0; i < 5 && strcmp(ctm, ctms[i]); i++) {
+    }
+    if (i == 5)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                            "coordinate_transformation_mode '%s' is not supported", ctm);
+    ra->ctm = (enum rs_ctm)i;
+    for (i = 0; i < 4 && strcmp(nm, rnds[i]); i++) {
+    }
+    if (i == 4) return ir_node_fail(d, IR_ERR_INVALID, n, "nearest_mode '%s' is not valid", nm);
+    ra->rnd = (enum rs_round)i;
+    if (ir_attr_int(n, "antialias", 0) || ir_attr_find(n, "axes"))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "antialias and axes are not supported");
+    ra->scales_in = old ? 1 : 2;
+    ra->sizes_in = old ? -1 : 3;
+    return IR_OK;
+}
+
+/* Reads constant float input i; -2 when absent or empty, -1 (with a message) when not constant. */
+static int const_floats(const ir_graph *g, const ir_node *n, int i, double *out, int max,
+                        ir_diag *d) {
+    const ir_value *v = i >= 0 ? ir_node_in(g, n, i) : NULL;
+    if (!v || ir_shape_numel(&v->shape) == 0) return -2;
+    const void *data = ir_value_data(v);
+    if (!data || !ir_dtype_is_float(v->dtype)) {
+        ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "scales must be a constant float tensor");
+        return -1;
+    }
+    int64_t cnt = ir_shape_numel(&v->shape);
+    if (cnt > max) {
+        ir_node_fail(d, IR_ERR_INVALID, n, "scales has %lld values", (long long)cnt);
+        return -1;
+    }
+    for (int64_t k = 0; k < cnt; k++) out[k] = ir_load_f64(data, v->dtype, k);
+    return (int)cnt;
+}
+
+static ir_status resize_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    rs_attrs ra;
+    ir_status st = rs_parse(g, n, &ra, d);
+    if (st) return st;
+    int r = x->shape.rank;
+    if (r < 1 || x->dtype == IR_BOOL)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X must be a numeric tensor of rank >= 1");
+    double sc[IR_MAX_RANK];
+    int64_t sz[IR_MAX_RANK];
+    int nsz = ra.sizes_in >= 0 ? ir_const_ints(g, n, ra.sizes_in, sz, IR_MAX_RANK, d) : -2;
+    if (nsz == -1) return IR_ERR_UNSUPPORTED;
+    ir_shape out = x->shape;
+    if (nsz >= 0) {
+        if (nsz != r)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "sizes has %d values for rank %d", nsz, r);
+        for (int i = 0; i < r; i++) out.dims[i] = sz[i];
+    } else {
+        int nsc = const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, d);
+        if (nsc == -1) return IR_ERR_UNSUPPORTED;
+        if (nsc == -2)
+            return ir_node_fail(d, IR_ERR_INVALID, n, "one of scales and sizes must be given");
+        if (nsc != r)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "scales has %d values for rank %d", nsc, r);
+        for (int i = 0; i < r; i++) {
+            if (!(sc[i] > 0))
+                return ir_node_fail(d, IR_ERR_INVALID, n, "scales[%d]=%g must be positive", i,
+                                    sc[i]);
+            out.dims[i] = (int64_t)floor((double)x->shape.dims[i] * sc[i]);
+        }
+    }
+    for (int i = 0; i < r; i++)
+        if (out.dims[i] < 0 || (out.dims[i] == 0 && x->shape.dims[i] != 0))
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "output dim %d would be %lld", i,
+                                (long long)out.dims[i]);
+    ir_set_out(g, n, 0, x->dtype, &out);
+    return IR_OK;
+}
+
+static double resize_flops(const ir_graph *g, const ir_node *n) {
+    rs_attrs ra;
+    double outs = (double)ir_shape_numel(&ir_node_out(g, n, 0)->shape);
+    if (rs_parse(g, n, &ra, NULL)) return 0;
+    return ra.linear ? 3.0 * outs * ir_node_in(g, n, 0)->shape.rank : 0;
+}
+
+/* Per output coordinate: two int64 source indices and a float weight. */
+static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
+    const ir_shape *os = &ir_node_out(g, n, 0)->shape;
+    int64_t tot = 0;
+    for (int i = 0; i < os->rank; i++) tot += os->dims[i];
+    return (size_t)tot * (2 * sizeof(int64_t) + sizeof(float));
+}
+
+/* Source coordinate of output coordinate xo along a dim resized from `in` to `out`. */
+static double src_coord(enum rs_ctm ctm, double xo, double scale, int64_t in, int64_t out) {
+    switch (ctm) {
+    case CTM_HALF_PIXEL: return (xo + 0.5) / scale - 0.5;
+    case CTM_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5) / scale - 0.5 : 0;
+    case CTM_ALIGN_CORNERS: return out == 1 ? 0 : xo * (double)(in - 1) / (double)(out - 1);
+    case CTM_ASYMMETRIC: return xo / scale;
+    case CTM_TF_NN: return (xo + 0.5) / scale;
+    }
+    return 0;
+}
+
+static int64_t round_nearest(enum rs_round rnd, double x) {
+    double f = floor(x), frac = x - f;
+    switch (rnd) {
+    case RND_PREFER_FLOOR: return (int64_t)(frac <= 0.5 ? f : f + 1);
+    case RND_PREFER_CEIL: return (int64_t)(frac < 0.5 ? f : f + 1);
+    case RND_FLOOR: return (int64_t)f;
+    case RND_CEIL: return (int64_t)ceil(x);
+    }
+    return 0;
+}
+
+static ir_status resize_kernel(const ir_kernel_ctx *k) {
+    rs_attrs ra;
+    ir_status st = rs_parse(k->graph, k->node, &ra, k->diag);
+    if (st) return st;
+    if (k->in[0].dtype != IR_F32)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs float32 only, not %s",
+                            ir_dtype_name(k->in[0].dtype));
+    const ir_shape *is = &k->in[0].shape, *os = &k->out[0].shape;
+    const int r = is->rank;
+    const ir_tensor *sct = ra.scales_in < k->n_in ? &k->in[ra.scales_in] : NULL;
+    const bool given = sct && sct->data && ir_tensor_numel(sct) == r;
+    int64_t tot = 0, base[IR_MAX_RANK], istr[IR_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        base[i] = tot;
+        tot += os->dims[i];
+    }
+    IR_ASSERT(k->workspace_bytes >= (size_t)tot * (2 * sizeof(int64_t) + sizeof(float)));
+    int64_t *i0 = k->workspace, *i1 = i0 + tot;
+    float *w = (float *)(i1 + tot);
+    ir_shape_strides(is, istr);
+    for (int dd = 0; dd < r; dd++) {
+        const int64_t in = is->dims[dd], out = os->dims[dd];
+        double scale = given ? ir_load_f64(sct->data, sct->dtype, dd) : (double)out / (double)in;
+        for (int64_t xo = 0; xo < out; xo++) {
+            double xs = src_coord(ra.ctm, (double)xo, scale, in, out);
+            int64_t a, b;
+            float wt = 0;
+            if (ra.linear) {
+                xs = xs < 0 ? 0 : xs > (double)(in - 1) ? (double)(in - 1) : xs;
+                a = (int64_t)floor(xs);
+                b = a + 1 < in ? a + 1 : in - 1;
+                wt = (float)(xs - (double)a);
+            } else {
+                a = round_nearest(ra.rnd, xs);
+                a = a < 0 ? 0 : a >= in ? in - 1 : a;
+                b = a;
+            }
+            i0[base[dd] + xo] = a * istr[dd];
+            i1[base[dd] + xo] = b * istr[dd];
+            w[base[dd] + xo] = wt;
+        }
+    }
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    const int64_t ow = os->dims[r - 1], rows = ow ? ir_tensor_numel(&k->out[0]) / ow : 0;
+    const int64_t *l0 = i0 + base[r - 1], *l1 = i1 + base[r - 1];
+    const float *lw = w + base[r - 1];
+    const int nc = ra.linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
+    IR_PARALLEL_FOR(rows * ow * nc >= IR_PAR_MIN)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t idx[IR_MAX_RANK], rem = row;
+        for (int dd = r - 2; dd >= 0; dd--) {
+            idx[dd] = rem % os->dims[dd];
+            rem /= os->dims[dd];
+        }
+        float *yr = y + row * ow;
+        if (!ra.linear) {
+            int64_t off = 0;
+            for (int dd = 0; dd < r - 1; dd++) off += i0[base[dd] + idx[dd]];
+            for (int64_t xo = 0; xo < ow; xo++) yr[xo] = x[off + l0[xo]];
+            continue;
+        }
+        for (int64_t xo = 0; xo < ow; xo++) yr[xo] = 0;
+        for (int c = 0; c < nc; c++) {
+            float cw = 1;
+            int64_t off = 0;
+            for (int dd = 0; dd < r - 1; dd++) {
+                int64_t t = base[dd] + idx[dd];
+                bool hi = (c >> dd) & 1;
+                cw *= hi ? w[t] : 1 - w[t];
+                off += hi ? i1[t] : i0[t];
+            }
+            if (cw == 0) continue;
+            const float *src = x + off;
+            for (int64_t xo = 0; xo < ow; xo++)
+                yr[xo] += cw * (src[l0[xo]] * (1 - lw[xo]) + src[l1[xo]] * lw[xo]);
+        }
+    }
+    return IR_OK;
+}
+
+const ir_op_def ir_opdef_Resize = {
+    .name = "Resize",
+    .domain = "",
+    .min_in = 1,
+    .max_in = 4,
+    .min_out = 1,
+    .max_out = 1,
+    .infer = resize_infer,
+    .flops = resize_flops,
+    .workspace = resize_workspace,
+    .kernel = resize_kernel,
+};

@@ -1,0 +1,491 @@
+/* ops-unary.c - element-wise unary ops: activations and math (Relu ... Elu), Clip, Not,
+ * Identity, Dropout, Cast and CastLike.
+ *
+ * Every op maps input element i to output element i of the same shape, so one chunked parallel
+ * driver (un_run) calls a contiguous loop generated per (op, dtype). Parameters (alpha, beta,
+ * Clip's bounds) arrive through un_prm and are converted to the element type once per loop.
+ *
+ * Semantics (ONNX opsets 13-17):
+ *  - Clip takes min/max as optional scalar inputs (constant or computed at run time); the opset
+ *    6 attributes are honoured when the inputs are absent; min(max(x, lo), hi);
+ *  - Dropout copies its input (mask all true) unless training_mode is true and ratio > 0; then
+ *    element i is kept when a counter-based draw from (seed, node name, i) is >= ratio, so the
+ *    mask is the same for every thread count, and kept elements are scaled by 1/(1-ratio);
+ *  - Cast follows C conversions except that float to integer truncates and saturates (NaN to
+ *    0) instead of trapping; integer narrowing wraps; anything non-zero to bool is true;
+ *    float16/bfloat16 go through float32.
+ * FLOP convention: 1 per element for simple ops, FLOPS_TRANSCENDENTAL for those calling libm
+ * exp/log/tanh/erf/sqrt; Identity and Cast move data and count 0. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+#define FLOPS_TRANSCENDENTAL 4.0
+
+/* -O2 vectorizes none of these loops by itself; `omp simd` asks for it (no loop carries a
+ * dependence). */
+#ifdef _OPENMP
+#define UN_SIMD _Pragma("omp simd")
+#else
+#define UN_SIMD
+#endif
+
+/* ---------------------------------------------------------------- the driver */
+
+/* Op parameters; integer element types read the i* fields so int64 bounds stay exact. */
+typedef struct un_prm {
+    double a, b;
+    int64_t ia, ib;
+} un_prm;
+
+typedef void (*un_fn)(void *o, const void *x, int64_t n, const un_prm *P);
+
+/* Runs fn over n elements in chunks (64-byte aligned starts), in parallel when worth it. */
+static void un_run(un_fn fn, void *out, size_t osz, const void *in, size_t isz, int64_t n,
+                   const un_prm *P) {
+    int64_t nch = n / (IR_PAR_MIN / 2);
+    if (nch < 1) nch = 1;
+    if (nch > 64) nch = 64;
+    IR_PARALLEL_FOR(nch > 1)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t lo = c == 0 ? 0 : (n * c / nch) & ~(int64_t)63;
+        int64_t hi = c == nch - 1 ? n : (n * (c + 1) / nch) & ~(int64_t)63;
+        if (lo < hi)
+            fn((char *)out + (size_t)lo * osz, (const char *)in + (size_t)lo * isz, hi - lo, P);
+    }
+}
+
+/* ---------------------------------------------------------------- generated loops */
+
+#define PRM(T, fld) _Generic((T)0, float : (T)P->fld, double : (T)P->fld, default : (T)P->i##fld)
+#define EXPX(x) _Generic((x), float : expf, default : exp)(x)
+#define EXPM1X(x) _Generic((x), float : expm1f, default : expm1)(x)
+#define LOGX(x) _Generic((x), float : logf, default : log)(x)
+#define LOG1PX(x) _Generic((x), float : log1pf, default : log1p)(x)
+#define TANHX(x) _Generic((x), float : tanhf, default : tanh)(x)
+#define ERFX(x) _Generic((x), float : erff, default : erf)(x)
+#define SQRTX(x) _Generic((x), float : sqrtf, default : sqrt)(x)
+#define FLOORX(x) _Generic((x), float : floorf, default : floor)(x)
+#define CEILX(x) _Generic((x), float : ceilf, default : ceil)(x)
+#define CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))
+/* Integer negation wraps (INT_MIN stays INT_MIN) rather than overflowing. */
+#define NEGX(x)                                                                                    \
+    _Generic((x), int64_t                                                                          \
+             : (int64_t)(0u - (uint64_t)(x)), int32_t                                              \
+             : (int32_t)(0u - (uint32_t)(x)), default                                              \
+             : -(x))
+
+#define UN_ROW(fname, T, EXPR)                                                                     \
+    static void fname(void *o_, const void *x_, int64_t n, const un_prm *P) {                      \
+        T *o = o_;                                                                                 \
+        const T *in = x_;                                                                          \
+        const T A = PRM(T, a), B = PRM(T, b);                                                      \
+        (void)A;                                                                                   \
+        (void)B;                                                                                   \
+        UN_SIMD for (int64_t i = 0; i < n; i++) {                                                  \
+            const T x = in[i];                                                                     \
+            o[i] = (T)(EXPR);                                                                      \
+        }                                                                                          \
+    }
+#define UN_FLT(op, EXPR) UN_ROW(row_##op##_f32, float, EXPR) UN_ROW(row_##op##_f64, double, EXPR)
+#define UN_NUM(op, EXPR)                                                                           \
+    UN_FLT(op, EXPR) UN_ROW(row_##op##_i64, int64_t, EXPR) UN_ROW(row_##op##_i32, int32_t, EXPR)
+#define FLT_FNS(op)                                                                                \
+    { [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64 }
+#define NUM_FNS(op)                                                                                \
+    {                                                                                              \
+        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_I64] = row_##op##_i64,           \
+        [IR_I32] = row_##op##_i32                                                                  \
+    }
+
+UN_NUM(relu, x < 0 ? 0 : x) /* keeps NaN, as PyTorch does */
+UN_FLT(leaky, x < 0 ? A * x : x)
+UN_FLT(sigmoid, 1 / (1 + EXPX(-x)))
+UN_FLT(hsigmoid, CLAMP01(A *x + B))
+UN_FLT(hswish, x *CLAMP01(x / 6 + 0.5f))
+UN_FLT(tanh, TANHX(x))
+UN_FLT(erf, ERFX(x))
+UN_FLT(exp, EXPX(x))
+UN_FLT(log, LOGX(x))
+UN_FLT(sqrt, SQRTX(x))
+UN_NUM(neg, NEGX(x))
+UN_NUM(abs, x < 0 ? NEGX(x) : x)
+UN_FLT(recip, 1 / x)
+UN_FLT(floor, FLOORX(x))
+UN_FLT(ceil, CEILX(x))
+UN_NUM(sign, x > 0 ? 1 : x < 0 ? -1 : x) /* keeps 0, -0 and NaN */
+/* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|). */
+UN_FLT(softplus, (x > 0 ? x : 0) + LOG1PX(EXPX(x > 0 ? -x : x)))
+UN_FLT(elu, x < 0 ? A * EXPM1X(x) : x)
+UN_NUM(clip, x<A ? A : x> B ? B : x)
+UN_ROW(row_not_bool, uint8_t, x == 0)
+
+/* ---------------------------------------------------------------- math ops */
+
+typedef struct un_desc {
+    double flops;              /* per element */
+    double alpha, beta;        /* attribute defaults */
+    un_fn fns[IR_DTYPE_COUNT]; /* NULL: dtype unsupported */
+} un_desc;
+
+static const un_desc d_relu = {1, 0, 0, NUM_FNS(relu)};
+static const un_desc d_leaky = {1, 0.01, 0, FLT_FNS(leaky)};
+static const un_desc d_sigmoid = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sigmoid)};
+static const un_desc d_hsigmoid = {1, 0.2, 0.5, FLT_FNS(hsigmoid)};
+static const un_desc d_hswish = {1, 0, 0, FLT_FNS(hswish)};
+static const un_desc d_tanh = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(tanh)};
+static const un_desc d_erf = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(erf)};
+static const un_desc d_exp = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(exp)};
+static const un_desc d_log = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(log)};
+static const un_desc d_sqrt = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sqrt)};
+static const un_desc d_neg = {1, 0, 0, NUM_FNS(neg)};
+static const un_desc d_abs = {1, 0, 0, NUM_FNS(abs)};
+static const un_desc d_recip = {1, 0, 0, FLT_FNS(recip)};
+static const un_desc d_floor = {1, 0, 0, FLT_FNS(floor)};
+static const un_desc d_ceil = {1, 0, 0, FLT_FNS(ceil)};
+static const un_desc d_sign = {1, 0, 0, NUM_FNS(sign)};
+static const un_desc d_not = {1, 0, 0, {[IR_BOOL] = row_not_bool}};
+static const un_desc d_softplus = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(softplus)};
+static const un_desc d_elu = {FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(elu)};
+static const un_desc d_clip = {1, 0, 0, NUM_FNS(clip)};
+
+static const un_desc *un_desc_of(const ir_node *n) {
+    switch (n->op) {
+    case IR_OP_Relu: return &d_relu;
+    case IR_OP_LeakyRelu: return &d_leaky;
+    case IR_OP_Sigmoid: return &d_sigmoid;
+    case IR_OP_HardSigmoid: return &d_hsigmoid;
+    case IR_OP_HardSwish: return &d_hswish;
+    case IR_OP_Tanh: return &d_tanh;
+    case IR_OP_Erf: return &d_erf;
+    case IR_OP_Exp: return &d_exp;
+    case IR_OP_Log: return &d_log;
+    case IR_OP_Sqrt: return &d_sqrt;
+    case IR_OP_Neg: return &d_neg;
+    case IR_OP_Abs: return &d_abs;
+    case IR_OP_Reciprocal: return &d_recip;
+    case IR_OP_Floor: return &d_floor;
+    case IR_OP_Ceil: return &d_ceil;
+    case IR_OP_Sign: return &d_sign;
+    case IR_OP_Not: return &d_not;
+    case IR_OP_Softplus: return &d_softplus;
+    case IR_OP_Elu: return &d_elu;
+    case IR_OP_Clip: return &d_clip;
+    default: IR_ASSERT(!"not a unary math op"); return NULL;
+    }
+}
+
+/* Output 0 gets input 0's dtype and shape once the dtype is one the op implements. */
+static ir_status un_infer_same(ir_graph *g, ir_node *n, const un_fn *fns, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (fns && !fns[x->dtype])
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
+                            ir_dtype_name(x->dtype));
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    return IR_OK;
+}
+
+static ir_status un_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return un_infer_same(g, n, un_desc_of(n)->fns, d);
+}
+
+static double un_flops(const ir_graph *g, const ir_node *n) {
+    return un_desc_of(n)->flops * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+static double zero_flops(const ir_graph *g, const ir_node *n) {
+    return 0;
+}
+
+static void un_apply(un_fn fn, const ir_tensor *out, const ir_tensor *in, const un_prm *P) {
+    size_t sz = ir_dtype_size(in->dtype);
+    un_run(fn, out->data, sz, in->data, sz, ir_tensor_numel(in), P);
+}
+
+static ir_status un_kernel(const ir_kernel_ctx *k) {
+    const un_desc *ud = un_desc_of(k->node);
+    un_prm P = {.a = ir_attr_float(k->node, "alpha", (float)ud->alpha),
+                .b = ir_attr_float(k->node, "beta", (float)ud->beta)};
+    un_apply(ud->fns[k->in[0].dtype], &k->out[0], &k->in[0], &P);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- Clip */
+
+static ir_status clip_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    for (int i = 1; i < n->n_in; i++) {
+        const ir_value *b = ir_node_in(g, n, i);
+        if (!b) continue;
+        if (b->dtype != x->dtype)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "bound %d ('%s') is %s, input is %s", i,
+                                b->name, ir_dtype_name(b->dtype), ir_dtype_name(x->dtype));
+        if (ir_shape_numel(&b->shape) != 1)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "bound %d ('%s') is not a scalar", i, b->name);
+    }
+    return un_infer_same(g, n, d_clip.fns, d);
+}
+
+/* One bound: the input when present, else the opset-6 attribute, else the dtype's extreme. */
+static void clip_bound(const ir_kernel_ctx *k, int i, const char *attr, double *f, int64_t *v) {
+    const ir_tensor *t = i < k->n_in ? &k->in[i] : NULL;
+    if (t && t->data) {
+        *f = ir_load_f64(t->data, t->dtype, 0);
+        *v = ir_load_i64(t->data, t->dtype, 0);
+    } else if (ir_attr_find(k->node, attr)) {
+        *f = ir_attr_float(k->node, attr, 0);
+        *v = (int64_t)*f;
+    }
+}
+
+static ir_status clip_kernel(const ir_kernel_ctx *k) {
+    un_prm P = {.a = -INFINITY, .b = INFINITY, .ia = INT64_MIN, .ib = INT64_MAX};
+    if (k->in[0].dtype == IR_I32) {
+        P.ia = INT32_MIN;
+        P.ib = INT32_MAX;
+    }
+    clip_bound(k, 1, "min", &P.a, &P.ia);
+    clip_bound(k, 2, "max", &P.b, &P.ib);
+    un_apply(d_clip.fns[k->in[0].dtype], &k->out[0], &k->in[0], &P);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- Identity */
+
+static ir_status ident_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return un_infer_same(g, n, NULL, d);
+}
+
+static ir_status ident_kernel(const ir_kernel_ctx *k) {
+    memcpy(k->out[0].data, k->in[0].data,
+           (size_t)ir_tensor_numel(&k->in[0]) * ir_dtype_size(k->in[0].dtype));
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- Cast */
+
+/* Loads: f16/bf16 widen to float; bool reads as 0/1. Stores: float to integer truncates and
+ * saturates, integer narrowing wraps (the C conversion), anything to bool tests non-zero. */
+#define LD_f32(p, i) (p)[i]
+#define LD_f64(p, i) (p)[i]
+#define LD_i64(p, i) (p)[i]
+#define LD_i32(p, i) (p)[i]
+#define LD_i8(p, i) (p)[i]
+#define LD_u8(p, i) (p)[i]
+#define LD_b8(p, i) (uint8_t)((p)[i] != 0)
+#define LD_f16(p, i) ir_f16_to_f32((p)[i])
+#define LD_bf16(p, i) ir_bf16_to_f32((p)[i])
+
+#define DEF_SAT(tag, T, LO, HI)                                                                    \
+    static inline T sat_##tag(double v) {                                                          \
+        if (isnan(v)) return 0;                                                                    \
+        if (v <= (double)(LO)) return LO;                                                          \
+        if (v >= (double)(HI)) return HI;                                                          \
+        return (T)v;                                                                               \
+    }                                                                                              \
+    static inline T wrap_##tag(int64_t v) {                                                        \
+        return (T)v;                                                                               \
+    }
+DEF_SAT(i64, int64_t, INT64_MIN, INT64_MAX)
+DEF_SAT(i32, int32_t, INT32_MIN, INT32_MAX)
+DEF_SAT(i8, int8_t, INT8_MIN, INT8_MAX)
+DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
+#define TOINT(tag, x) _Generic((x), float : sat_##tag, double : sat_##tag, default : wrap_##tag)(x)
+
+#define ST_f32(x) (float)(x)
+#define ST_f64(x) (double)(x)
+#define ST_i64(x) TOINT(i64, x)
+#define ST_i32(x) TOINT(i32, x)
+#define ST_i8(x) TOINT(i8, x)
+#define ST_u8(x) TOINT(u8, x)
+#define ST_b8(x) (uint8_t)((x) != 0)
+#define ST_f16(x) ir_f32_to_f16((float)(x))
+#define ST_bf16(x) ir_f32_to_bf16((float)(x))
+
+#define CAST_FN(s, ST_T, d, DT_T)                                                                  \
+    static void cast_##s##_##d(void *o_, const void *x_, int64_t n, const un_prm *P) {             \
+        DT_T *o = o_;                                                                              \
+        const ST_T *x = x_;                                                                        \
+        UN_SIMD for (int64_t i = 0; i < n; i++) o[i] = ST_##d(LD_##s(x, i));                       \
+    }
+/* Two macro names, since a macro does not expand inside its own expansion. */
+#define CAST_TO_ALL(X, s, T)                                                                       \
+    X(s, T, f32, float)                                                                            \
+    X(s, T, f64, double)                                                                           \
+    X(s, T, i64, int64_t)                                                                          \
+    X(s, T, i32, int32_t)                                                                          \
+    X(s, T, i8, int8_t)                                                                            \
+    X(s, T, u8, uint8_t)                                                                           \
+    X(s, T, b8, uint8_t) X(s, T, f16, uint16_t) X(s, T, bf16, uint16_t)
+#define CAST_FROM_ALL(X, Y)                                                                        \
+    X(Y, f32, float)                                                                               \
+    X(Y, f64, double)                                                                              \
+    X(Y, i64, int64_t)                                                                             \
+    X(Y, i32, int32_t)                                                                             \
+    X(Y, i8, int8_t) X(Y, u8, uint8_t) X(Y, b8, uint8_t) X(Y, f16, uint16_t) X(Y, bf16, uint16_t)
+
+CAST_FROM_ALL(CAST_TO_ALL, CAST_FN)
+
+#define TAG_f32 IR_F32
+#define TAG_f64 IR_F64
+#define TAG_i64 IR_I64
+#define TAG_i32 IR_I32
+#define TAG_i8 IR_I8
+#define TAG_u8 IR_U8
+#define TAG_b8 IR_BOOL
+#define TAG_f16 IR_F16
+#define TAG_bf16 IR_BF16
+#define CAST_ENTRY(s, ST_T, d, DT_T) [TAG_##s][TAG_##d] = cast_##s##_##d,
+static const un_fn cast_fns[IR_DTYPE_COUNT][IR_DTYPE_COUNT] = {
+    CAST_FROM_ALL(CAST_TO_ALL, CAST_ENTRY)};
+
+static ir_status cast_to(ir_graph *g, ir_node *n, ir_dtype to, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (to < 0 || to >= IR_DTYPE_COUNT || x->dtype < 0 || x->dtype >= IR_DTYPE_COUNT)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "cast from %s is not supported",
+                            ir_dtype_name(x->dtype));
+    ir_set_out(g, n, 0, to, &x->shape);
+    return IR_OK;
+}
+
+static ir_status cast_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_attr *a = ir_attr_find(n, "to");
+    if (!a || a->type != IR_ATTR_INT)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute 'to' is missing");
+    ir_dtype to = ir_dtype_from_onnx((int)a->i);
+    if (to == IR_DTYPE_NONE)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "cast to ONNX dtype %lld is not supported",
+                            (long long)a->i);
+    return cast_to(g, n, to, d);
+}
+
+static ir_status castlike_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return cast_to(g, n, ir_node_in(g, n, 1)->dtype, d);
+}
+
+static ir_status cast_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0], *o = &k->out[0];
+    if (x->dtype == o->dtype) return ident_kernel(k);
+    un_run(cast_fns[x->dtype][o->dtype], o->data, ir_dtype_size(o->dtype), x->data,
+           ir_dtype_size(x->dtype), ir_tensor_numel(x), NULL);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- Dropout */
+
+static ir_status dropout_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0), *r = ir_node_in(g, n, 1), *t = ir_node_in(g, n, 2);
+    if (!ir_dtype_is_float(x->dtype))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
+                            ir_dtype_name(x->dtype));
+    if (r && (!ir_dtype_is_float(r->dtype) || ir_shape_numel(&r->shape) != 1))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "ratio ('%s') must be a float scalar", r->name);
+    if (t && (t->dtype != IR_BOOL || ir_shape_numel(&t->shape) != 1))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "training_mode ('%s') must be a bool scalar",
+                            t->name);
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    if (ir_node_out(g, n, 1)) ir_set_out(g, n, 1, IR_BOOL, &x->shape);
+    return IR_OK;
+}
+
+static double dropout_flops(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+/* Element i is kept when its draw, uniform in [0, 1), is >= ratio. Counter-based: the draw
+ * depends only on (key, i), never on which thread computes it. */
+static inline bool dropout_keep(uint64_t key, int64_t i, double ratio) {
+    uint64_t u = ir_mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
+    return (double)(u >> 11) * 0x1p-53 >= ratio;
+}
+
+#define DROPOUT_ROW(T)                                                                             \
+    static void dropout_##T(T *o, const T *x, uint8_t *mask, int64_t lo, int64_t hi, uint64_t key, \
+                            double ratio) {                                                        \
+        const T scale = (T)(1.0 / (1.0 - ratio));                                                  \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            bool keep = dropout_keep(key, i, ratio);                                               \
+            o[i] = keep ? x[i] * scale : (T)0;                                                     \
+            if (mask) mask[i] = keep;                                                              \
+        }                                                                                          \
+    }
+DROPOUT_ROW(float)
+DROPOUT_ROW(double)
+
+static ir_status dropout_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0];
+    const ir_tensor *tr = k->n_in > 2 ? &k->in[2] : NULL, *rt = k->n_in > 1 ? &k->in[1] : NULL;
+    uint8_t *mask = k->n_out > 1 ? k->out[1].data : NULL;
+    int64_t n = ir_tensor_numel(x);
+    bool training = tr && tr->data && ((const uint8_t *)tr->data)[0];
+    double ratio = rt && rt->data ? ir_load_f64(rt->data, rt->dtype, 0)
+                                  : ir_attr_float(k->node, "ratio", 0.5f);
+    if (training && !(ratio >= 0 && ratio < 1))
+        return ir_node_fail(k->diag, IR_ERR_INVALID, k->node,
+                            "ratio %g is outside [0, 1) in training mode", ratio);
+    if (!training || ratio == 0) {
+        ident_kernel(k);
+        if (mask) memset(mask, 1, (size_t)n);
+        return IR_OK;
+    }
+    if (x->dtype != IR_F32 && x->dtype != IR_F64)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "training-mode dropout of %s is not supported",
+                            ir_dtype_name(x->dtype));
+    const char *name = k->node->name;
+    uint64_t key = ir_hash_bytes(name, strlen(name), k->seed);
+    int64_t nch = n / (IR_PAR_MIN / 4);
+    if (nch < 1) nch = 1;
+    if (nch > 64) nch = 64;
+    IR_PARALLEL_FOR(nch > 1)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t lo = n * c / nch, hi = n * (c + 1) / nch;
+        if (x->dtype == IR_F32)
+            dropout_float(k->out[0].data, x->data, mask, lo, hi, key, ratio);
+        else
+            dropout_double(k->out[0].data, x->data, mask, lo, hi, key, ratio);
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- the op table entries */
+
+#define UN_DEF(name_, lo_in, hi_in, hi_out, flags_, infer_, flops_, kernel_)                       \
+    const ir_op_def ir_opdef_##name_ = {                                                           \
+        .name = #name_,                                                                            \
+        .domain = "",                                                                              \
+        .min_in = lo_in,                                                                           \
+        .max_in = hi_in,                                                                           \
+        .min_out = 1,                                                                              \
+        .max_out = hi_out,                                                                         \
+        .flags = IR_OPF_ELEMENTWISE | (flags_),                                                    \
+        .infer = infer_,                                                                           \
+        .flops = flops_,                                                                           \
+        .kernel = kernel_,                                                                         \
+    };
+#define UN_MATH(name_, flags_) UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel)
+
+UN_MATH(Relu, 0)
+UN_MATH(LeakyRelu, 0)
+UN_MATH(Sigmoid, 0)
+UN_MATH(HardSigmoid, 0)
+UN_MATH(HardSwish, 0)
+UN_MATH(Tanh, 0)
+UN_MATH(Erf, 0)
+UN_MATH(Exp, 0)
+UN_MATH(Log, 0)
+UN_MATH(Sqrt, 0)
+UN_MATH(Neg, IR_OPF_MULTILINEAR)
+UN_MATH(Abs, 0)
+UN_MATH(Reciprocal, 0)
+UN_MATH(Floor, 0)
+UN_MATH(Ceil, 0)
+UN_MATH(Sign, 0)
+UN_MATH(Not, 0)
+UN_MATH(Softplus, 0)
+UN_MATH(Elu, 0)
+UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel)
+UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel)
+UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel)
+UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel)
+UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel)

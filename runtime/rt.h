@@ -1,0 +1,64 @@
+/* rt.h - the CPU executor: runs a graph in a given order with the op table's CPU kernels,
+ * taking every byte of memory from a counting allocator, and reports the measured peak.
+ *
+ * Memory accounting (DESIGN.md "Memory is accounted per schedule step"):
+ *  - resident for the whole run: graph inputs, and constants (weights, folded buffers) that a
+ *    node or a graph output reads (a constant nobody reads is not on the device);
+ *  - at step s the node's outputs and its workspace are allocated; the peak is sampled; then the
+ *    workspace is freed, and every input whose last use is step s is freed (never graph
+ *    outputs, inputs or constants); an output nobody reads is freed at its own step;
+ *  - bytes are counted exactly as ir_value_bytes, never rounded.
+ * The executor measures this itself; it does not reuse sched/'s computation, so that tests can
+ * compare the two.
+ *
+ * Kernels' OpenMP loops follow OMP_NUM_THREADS; OpenBLAS keeps its own default thread count
+ * (GEMM kernels call it outside OpenMP regions, so the two never nest). */
+#ifndef MAGPIE_RT_H
+#define MAGPIE_RT_H
+
+#include "ir.h"
+
+typedef struct rt_binding {
+    int value;        /* value id of a graph input, or of a constant to override */
+    ir_dtype dtype;   /* must equal the value's dtype */
+    ir_shape shape;   /* must equal the value's shape */
+    const void *data; /* borrowed for the duration of rt_run */
+} rt_binding;
+
+typedef struct rt_options {
+    const int *order; /* node indices, a topological order; NULL = graph order */
+    int n_order;
+    uint64_t seed;          /* weights without values and random ops (Dropout) */
+    bool fill_missing_data; /* unbound data inputs get seeded random values instead of an error */
+    bool poison_freed;      /* overwrite freed buffers with 0xFF (always on in debug builds) */
+} rt_options;
+
+typedef struct rt_result {
+    int n_outputs;
+    ir_tensor *outputs;    /* one per graph output, malloc'd data; freed by rt_result_free */
+    size_t peak_bytes;     /* measured device peak, bytes */
+    size_t resident_bytes; /* constants + graph inputs */
+    int n_steps;
+    size_t *step_bytes;  /* live bytes at each step's peak moment (n_steps entries) */
+    double wall_seconds; /* kernel execution only, excluding input conversion and output copy */
+} rt_result;
+
+/* Runs g (o may be NULL: graph order, seed 0). Unbound data inputs (IR_VF_DATA; when no graph
+ * input carries the flag, the first graph input) are an error ("missing data input 'x'") unless
+ * fill_missing_data; every other unbound graph input is a weight without values and is filled as
+ * DESIGN.md defines (rt_fill_seeded). Errors: IR_ERR_INVALID for an order that is not a
+ * topological permutation or a binding of a computed value; IR_ERR_SHAPE naming the input, its
+ * expected and given dtype and shape, for a mismatched binding; IR_ERR_UNSUPPORTED for a node
+ * without a CPU kernel; a kernel's own status and message (e.g. an index out of range in user
+ * data). Messages are prefixed with g->source when it is set. On failure *r is zeroed. */
+ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, const rt_options *o,
+                 rt_result *r, ir_diag *d);
+void rt_result_free(rt_result *r); /* NULL-safe, idempotent */
+
+/* Deterministic values for a weight without values: uniform in +-1/sqrt(fan_in) (fan_in = the
+ * product of all dims but the first, 1 for rank <= 1), or uniform in [0.5, 1.5] for names ending
+ * in "running_var"; drawn from (seed, name, index) so graphs sharing names share weights. Also
+ * used for random data inputs (uniform in [-1, 1)) with fan_in forced to 1. */
+void rt_fill_seeded(const ir_value *v, uint64_t seed, void *data);
+
+#endif

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# demo.sh - the main job on the bundled example: installs what is missing, builds, then
+# inspects and runs the bundled example (a ResNet at reduced width, exported from torchvision's
+# ResNet code by tests/fixtures/gen_fixtures.py), writing its outputs and memory plot to out/demo/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh
+ex=tests/fixtures/numeric/resnet_small
+mkdir -p out/demo
+./build/magpie inspect "$ex/model.onnx" --plot out/demo/memory.svg
+./build/magpie run "$ex/model.onnx" -i "$ex/input_0.npy" -o out/demo

@@ -1,0 +1,157 @@
+/* test-util.h - helpers shared by the unit tests: run one op on given tensors through its
+ * shape inference and CPU kernel, build attributes, compare arrays, locate fixtures.
+ * Header-only so that each test stays one executable built from one file. */
+#ifndef MAGPIE_TEST_UTIL_H
+#define MAGPIE_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+/* An input of a one-op test graph. constant=true makes it a graph constant (its data is
+ * visible to shape inference, as Reshape's shape must be); otherwise a graph input. data may be
+ * NULL for an omitted optional input (then dtype/shape are ignored). */
+typedef struct tu_in {
+    ir_dtype dtype;
+    ir_shape shape;
+    const void *data;
+    bool constant;
+} tu_in;
+
+static inline ir_attr tu_attr_int(const char *name, int64_t v) {
+    ir_attr a = {.name = name, .type = IR_ATTR_INT, .i = v};
+    return a;
+}
+static inline ir_attr tu_attr_float(const char *name, float v) {
+    ir_attr a = {.name = name, .type = IR_ATTR_FLOAT, .f = v};
+    return a;
+}
+static inline ir_attr tu_attr_str(const char *name, const char *s) {
+    ir_attr a = {.name = name, .type = IR_ATTR_STRING, .s = s};
+    return a;
+}
+/* ints must outlive the run (use a static or local array). */
+static inline ir_attr tu_attr_ints(const char *name, int n, int64_t *ints) {
+    ir_attr a = {.name = name, .type = IR_ATTR_INTS, .n = n, .ints = ints};
+    return a;
+}
+
+static inline ir_shape tu_shape(int rank, ...) {
+    ir_shape s = {0};
+    va_list ap;
+    va_start(ap, rank);
+    s.rank = rank;
+    for (int i = 0; i < rank; i++) s.dims[i] = va_arg(ap, int64_t);
+    va_end(ap);
+    return s;
+}
+#define TU_SHAPE(...) tu_shape_arr((int64_t[]){__VA_ARGS__}, sizeof((int64_t[]){__VA_ARGS__}) / 8)
+static inline ir_shape tu_shape_arr(const int64_t *d, size_t n) {
+    return ir_shape_make((int)n, d);
+}
+#define TU_SCALAR_SHAPE ((ir_shape){0})
+
+/* Builds a one-node graph, infers its outputs and runs the CPU kernel. On success out[i] gets
+ * dtype, shape and malloc'd data (free with tu_free_outputs). Returns the status of inference
+ * or of the kernel; d gets the message. */
+static inline ir_status tu_run_op(ir_op_kind op, int n_in, const tu_in *in, int n_out, int n_attrs,
+                                  const ir_attr *attrs, ir_tensor *out, ir_diag *d) {
+    ir_graph *g = ir_graph_new();
+    int ins[16], outs[16];
+    ir_status st = IR_OK;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i].data) {
+            ins[i] = -1;
+            continue;
+        }
+        char nm[16];
+        snprintf(nm, sizeof nm, "in%d", i);
+        ins[i] = ir_graph_add_value(g, nm, in[i].dtype, &in[i].shape);
+        if (in[i].constant) {
+            size_t bytes = (size_t)ir_shape_numel(&in[i].shape) * ir_dtype_size(in[i].dtype);
+            ir_blob *b = ir_blob_new(bytes);
+            if (bytes) memcpy(ir_blob_data(b), in[i].data, bytes);
+            g->values[ins[i]].blob = b;
+            g->values[ins[i]].flags |= IR_VF_CONST;
+        } else {
+            ir_graph_add_input(g, ins[i]);
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "out%d", i);
+        outs[i] = ir_graph_add_value(g, nm, IR_F32, NULL);
+    }
+    int ni = ir_graph_add_node(g, op, "test_node", n_in, ins, n_out, outs, n_attrs, attrs);
+    ir_node *n = &g->nodes[ni];
+    st = ir_node_infer(g, n, d);
+    if (st != IR_OK) goto out;
+    ir_tensor tin[16];
+    for (int i = 0; i < n_in; i++) {
+        tin[i].dtype = in[i].dtype;
+        tin[i].shape = in[i].shape;
+        tin[i].data = (void *)in[i].data;
+    }
+    for (int i = 0; i < n_out; i++) {
+        ir_value *v = &g->values[outs[i]];
+        out[i].dtype = v->dtype;
+        out[i].shape = v->shape;
+        size_t bytes = ir_value_bytes(v);
+        out[i].data = calloc(1, bytes ? bytes : 1);
+    }
+    size_t ws = ir_node_workspace(g, n);
+    void *wsp = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+    ir_kernel_ctx k = {.graph = g, .node = n, .n_in = n_in, .n_out = n_out, .in = tin,
+                       .out = out, .workspace = wsp, .workspace_bytes = ws, .seed = 1,
+                       .diag = d};
+    const ir_op_def *def = ir_op_get(op);
+    st = def->kernel(&k);
+    free(wsp);
+out:
+    ir_graph_free(g);
+    return st;
+}
+
+static inline void tu_free_outputs(int n, ir_tensor *out) {
+    for (int i = 0; i < n; i++) {
+        free(out[i].data);
+        out[i].data = NULL;
+    }
+}
+
+/* Relative error as DESIGN.md defines it: ||a-b||2 / max(||b||2, 1e-12), in float64. */
+static inline double tu_rel_err_f32(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = (double)a[i] - (double)b[i];
+        num += e * e;
+        den += (double)b[i] * (double)b[i];
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-12);
+}
+
+/* Deterministic pseudo-random fill in [-1, 1). */
+static inline void tu_fill(float *x, int64_t n, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((double)(ir_mix64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i) >> 11) /
+                           (double)(1ULL << 53) * 2.0 -
+                       1.0);
+}
+
+/* Path of a file under the source tree (tests run with MAGPIE_SOURCE_DIR set by ctest). */
+static inline const char *tu_src_path(const char *rel, char *buf, size_t n) {
+    const char *root = getenv("MAGPIE_SOURCE_DIR");
+    snprintf(buf, n, "%s/%s", root ? root : ".", rel);
+    return buf;
+}
+
+#endif

@@ -1,0 +1,230 @@
+/* test_fixtures_numeric.c - every model of tests/fixtures/numeric/ end to end: import
+ * model.onnx, bind input_<i>.npy to the inputs meta.json names (their shapes also resolve any
+ * symbolic dims), run in the eager order, and compare each output with PyTorch's output_<i>.npy
+ * by relative error (DESIGN.md: float64, <= 1e-4; integers and booleans exactly). The measured
+ * peak must equal sched_memory_compute's eager peak to the byte. Prints one table row per
+ * fixture; every failing fixture prints a FAIL line, and the test fails at the end. */
+#include "test-util.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include "rt.h"
+#include "schedule.h"
+
+/* ir-op-table.c refers to the op definitions weakly while they are being written, so a static
+ * link pulls no op file in by itself: name them all. Remove once the table's references are
+ * strong. */
+#include "ir-impl.h"
+const void *const test_force_link[] = {
+#define IR_OP(name, domain) &ir_opdef_##name,
+#include "ir-ops.def"
+#undef IR_OP
+};
+
+#define MAX_IO 8
+#define REL_TOL 1e-4
+
+/* The strings of meta.json's "inputs" array (a flat list of names), at most max. */
+static int meta_inputs(const char *path, char names[][128], int max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strstr(buf, "\"inputs\"");
+    if (!p || !(p = strchr(p, '['))) return 0;
+    int cnt = 0;
+    for (p++; *p && *p != ']' && cnt < max;) {
+        if (*p != '"') {
+            p++;
+            continue;
+        }
+        const char *e = strchr(p + 1, '"');
+        if (!e) break;
+        snprintf(names[cnt++], 128, "%.*s", (int)(e - p - 1), p + 1);
+        p = e + 1;
+    }
+    return cnt;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Compares out with the reference file; returns false with a reason in why. *rel gets the
+ * relative error (0 for exact matches). */
+static bool compare(const ir_tensor *out, const char *ref_path, double *rel, char *why, size_t wn) {
+    ir_dtype t;
+    ir_shape s;
+    ir_blob *b = NULL;
+    ir_diag d = {{0}};
+    if (ir_npy_read(ref_path, &t, &s, &b, &d) != IR_OK) {
+        snprintf(why, wn, "%s", d.msg);
+        return false;
+    }
+    bool ok = true;
+    char s1[128], s2[128];
+    if (!ir_shape_eq(&s, &out->shape) || ir_dtype_is_float(t) != ir_dtype_is_float(out->dtype)) {
+        snprintf(why, wn, "output is %s %s, reference %s is %s %s", ir_dtype_name(out->dtype),
+                 ir_shape_str(&out->shape, s1, sizeof s1), ref_path, ir_dtype_name(t),
+                 ir_shape_str(&s, s2, sizeof s2));
+        ok = false;
+        goto out;
+    }
+    int64_t n = ir_shape_numel(&s);
+    const void *ref = ir_blob_data(b);
+    if (!ir_dtype_is_float(t)) {
+        for (int64_t i = 0; i < n && ok; i++)
+            if (ir_load_i64(out->data, out->dtype, i) != ir_load_i64(ref, t, i)) {
+                snprintf(why, wn, "element %lld is %lld, reference %lld", (long long)i,
+                         (long long)ir_load_i64(out->data, out->dtype, i),
+                         (long long)ir_load_i64(ref, t, i));
+                ok = false;
+            }
+        *rel = ok ? 0 : 1;
+        goto out;
+    }
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = ir_load_f64(out->data, out->dtype, i), r = ir_load_f64(ref, t, i);
+        num += (a - r) * (a - r);
+        den += r * r;
+    }
+    *rel = sqrt(num) / fmax(sqrt(den), 1e-12);
+    if (!(*rel <= REL_TOL)) { /* also catches NaN */
+        snprintf(why, wn, "relative error %.3g > %g", *rel, REL_TOL);
+        ok = false;
+    }
+out:
+    ir_blob_unref(b);
+    return ok;
+}
+
+/* Runs one fixture; returns false (after printing a FAIL line) when it does not pass. */
+static bool run_fixture(const char *dir, const char *name) {
+    char path[1024], why[1200] = "";
+    char names[MAX_IO][128];
+    const char *shape_names[MAX_IO];
+    ir_shape shapes[MAX_IO];
+    ir_blob *blobs[MAX_IO] = {0};
+    ir_dtype dtypes[MAX_IO];
+    rt_binding bind[MAX_IO];
+    ir_graph *g = NULL;
+    rt_result r = {0};
+    sched_memory m = {0};
+    ir_diag d = {{0}};
+    ir_status st;
+    bool ok = false;
+    double worst = 0;
+
+    snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
+    int n_meta = meta_inputs(path, names, MAX_IO), n_in = 0;
+    for (; n_in < MAX_IO; n_in++) {
+        snprintf(path, sizeof path, "%s/%s/input_%d.npy", dir, name, n_in);
+        if (access(path, F_OK) != 0) break;
+        if ((st = ir_npy_read(path, &dtypes[n_in], &shapes[n_in], &blobs[n_in], &d)) != IR_OK) {
+            snprintf(why, sizeof why, "%s", d.msg);
+            goto out;
+        }
+        shape_names[n_in] = n_in < n_meta ? names[n_in] : NULL;
+    }
+    int n_named = n_meta < n_in ? n_meta : n_in;
+    ir_import_opts opts = {.n_shapes = n_named,
+                           .shape_names = shape_names,
+                           .shape_values = shapes,
+                           .n_data = n_named,
+                           .data_names = shape_names};
+    snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+    if (!(g = ir_onnx_load(path, &opts, &st, &d))) {
+        snprintf(why, sizeof why, "import: %s", d.msg);
+        goto out;
+    }
+    for (int i = 0; i < n_in; i++) {
+        int v =
+            i < n_named ? ir_graph_find_value(g, names[i]) : (i < g->n_inputs ? g->inputs[i] : -1);
+        if (v < 0) {
+            snprintf(why, sizeof why, "input %d ('%s') is not in the graph", i,
+                     i < n_named ? names[i] : "?");
+            goto out;
+        }
+        bind[i] = (rt_binding){
+            .value = v, .dtype = dtypes[i], .shape = shapes[i], .data = ir_blob_data(blobs[i])};
+    }
+    rt_options o = {.seed = 1};
+    if ((st = rt_run(g, bind, n_in, &o, &r, &d)) != IR_OK) {
+        snprintf(why, sizeof why, "run: %s", d.msg);
+        goto out;
+    }
+    for (int i = 0; i < r.n_outputs; i++) {
+        double rel = 0;
+        char w[1024];
+        snprintf(path, sizeof path, "%s/%s/output_%d.npy", dir, name, i);
+        if (access(path, F_OK) != 0) {
+            if (i == 0) {
+                snprintf(why, sizeof why, "no reference output_0.npy");
+                goto out;
+            }
+            break; /* graph outputs beyond the references are not compared */
+        }
+        if (!compare(&r.outputs[i], path, &rel, w, sizeof w)) {
+            snprintf(why, sizeof why, "output %d ('%s'): %s", i, g->values[g->outputs[i]].name, w);
+            goto out;
+        }
+        if (rel > worst) worst = rel;
+    }
+    if ((st = sched_memory_compute(g, NULL, &m, &d)) != IR_OK) {
+        snprintf(why, sizeof why, "sched: %s", d.msg);
+        goto out;
+    }
+    if (m.peak_bytes != r.peak_bytes) {
+        snprintf(why, sizeof why, "measured peak %zu bytes, simulated %zu", r.peak_bytes,
+                 m.peak_bytes);
+        goto out;
+    }
+    ok = true;
+out:
+    if (ok)
+        printf("  %-34s %10.2e %12zu %9.2f\n", name, worst, r.peak_bytes, r.wall_seconds * 1e3);
+    else
+        printf("FAIL %s: %s\n", name, why);
+    sched_memory_free(&m);
+    rt_result_free(&r);
+    ir_graph_free(g);
+    for (int i = 0; i < MAX_IO; i++) ir_blob_unref(blobs[i]);
+    return ok;
+}
+
+static void test_numeric_fixtures(void **state) {
+    char dir[1024];
+    tu_src_path("tests/fixtures/numeric", dir, sizeof dir);
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        print_message("no fixtures at %s: skipped\n", dir);
+        skip();
+    }
+    char *list[512];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) && n < 512) {
+        char p[1300];
+        snprintf(p, sizeof p, "%s/%s/model.onnx", dir, e->d_name);
+        if (e->d_name[0] != '.' && access(p, F_OK) == 0) list[n++] = strdup(e->d_name);
+    }
+    closedir(dp);
+    qsort(list, (size_t)n, sizeof *list, cmp_str);
+    printf("  %-34s %10s %12s %9s\n", "fixture", "rel err", "peak bytes", "ms");
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!run_fixture(dir, list[i])) failed++;
+        free(list[i]);
+    }
+    fflush(stdout);
+    if (failed) fail_msg("%d of %d numeric fixtures failed (FAIL lines above)", failed, n);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_numeric_fixtures)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
