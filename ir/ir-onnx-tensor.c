@@ -43,20 +43,20 @@ ir_status ir_onnx_check_dims(int rank, const int64_t *dims, ir_dtype t, const ch
     return IR_OK;
 }
 
-/* Copies n typed values (the ONNX field of the dtype) into dst, converting as the spec says. */
-static ir_status decode_typed(const Onnx__TensorProto *t, ir_dtype dt, int64_t numel, void *dst,
-                              const char *what, ir_diag *d) {
-    size_t have = 0;
+/* Number of values in the typed field that carries dtype dt. */
+static size_t typed_count(const Onnx__TensorProto *t, ir_dtype dt) {
     switch (dt) {
-    case IR_F32: have = t->n_float_data; break;
-    case IR_F64: have = t->n_double_data; break;
-    case IR_I64: have = t->n_int64_data; break;
-    default: have = t->n_int32_data; break;
+    case IR_F32: return t->n_float_data;
+    case IR_F64: return t->n_double_data;
+    case IR_I64: return t->n_int64_data;
+    default: return t->n_int32_data;
     }
-    if ((int64_t)have != numel)
-        return ir_diag_set(d, IR_ERR_INVALID, "%s has %zu values for %lld elements of its dims",
-                           what, have, (long long)numel);
-    size_t n = (size_t)numel;
+}
+
+/* Copies n typed values (the ONNX field of the dtype, n = typed_count) into dst, converting as
+ * the spec says. */
+static void decode_typed(const Onnx__TensorProto *t, ir_dtype dt, size_t n, void *dst) {
+    if (n == 0) return; /* the fields may then be NULL, which memcpy must not see */
     switch (dt) {
     case IR_F32: memcpy(dst, t->float_data, n * sizeof(float)); break;
     case IR_F64: memcpy(dst, t->double_data, n * sizeof(double)); break;
@@ -69,13 +69,10 @@ static ir_status decode_typed(const Onnx__TensorProto *t, ir_dtype dt, int64_t n
     case IR_BOOL:
         for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = t->int32_data[i] != 0;
         break;
-    case IR_I8:
-    case IR_U8:
+    default: /* int8, uint8: the low byte */
         for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)t->int32_data[i];
         break;
-    default: return ir_diag_set(d, IR_ERR_INTERNAL, "%s: unhandled dtype", what);
     }
-    return IR_OK;
 }
 
 ir_status ir_onnx_tensor_decode(const Onnx__TensorProto *t, const char *what, ir_dtype *dtype,
@@ -106,16 +103,17 @@ ir_status ir_onnx_tensor_decode(const Onnx__TensorProto *t, const char *what, ir
         return ir_diag_set(
             d, IR_ERR_INVALID, "%s has %zu bytes of raw_data; dims %s of %s need %zu", what,
             t->raw_data.len, ir_shape_str(&s, (char[128]){0}, 128), ir_dtype_name(dt), bytes);
+    /* lengths are checked before allocating: the dims alone may claim terabytes */
+    if (!t->has_raw_data && typed_count(t, dt) != (size_t)numel)
+        return ir_diag_set(d, IR_ERR_INVALID, "%s has %zu values; dims %s need %lld", what,
+                           typed_count(t, dt), ir_shape_str(&s, (char[128]){0}, 128),
+                           (long long)numel);
     ir_blob *b = ir_blob_new(bytes);
     if (!b) return ir_diag_set(d, IR_ERR_NOMEM, "%s: out of memory (%zu bytes)", what, bytes);
     if (t->has_raw_data) {
         if (bytes) memcpy(ir_blob_data(b), t->raw_data.data, bytes);
     } else {
-        st = decode_typed(t, dt, numel, ir_blob_data(b), what, d);
-        if (st != IR_OK) {
-            ir_blob_unref(b);
-            return st;
-        }
+        decode_typed(t, dt, (size_t)numel, ir_blob_data(b));
     }
     *dtype = dt;
     *shape = s;

@@ -294,12 +294,38 @@ static void im2col(const float *x, float *col, const conv_geom *cg, int64_t Cg) 
  * (two divisions per row of ~50 multiply-adds would dominate otherwise). */
 enum { DW_TAB = 32 };
 
+/* Output columns [ilo, ihi) of one row where every one of the KW taps is inside the input:
+ * with KW a constant the taps unroll and the column loop vectorizes with the sum in a
+ * register (one load and store of y per column instead of one per tap). */
+static inline __attribute__((always_inline)) void
+dw_interior(float *restrict yr, const float *restrict xr, const float *restrict wr, int64_t ilo,
+            int64_t ihi, int64_t off0, int64_t dil, int KW) {
+    for (int64_t ow = ilo; ow < ihi; ow++) {
+        float acc = yr[ow];
+        for (int kw = 0; kw < KW; kw++) acc += wr[kw] * xr[ow + off0 + kw * dil];
+        yr[ow] = acc;
+    }
+}
+
 /* One output plane of a conv with one input channel per group: xc is its input channel, wm its
  * kernel, ym the plane (already holding the bias). */
 HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict wm,
                                 float *restrict ym, const conv_geom *cg, const int64_t *lo_t,
                                 const int64_t *hi_t) {
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
+    /* unit-stride rows with a 3-, 5- or 7-wide kernel take the unrolled interior path; the
+     * columns outside it (and every other shape) go tap by tap */
+    const bool unrolled = s[2] == 1 && (k[2] == 3 || k[2] == 5 || k[2] == 7);
+    int64_t ilo = 0, ihi = 0;
+    if (unrolled) {
+        ilo = lo_t[0];
+        ihi = hi_t[0];
+        for (int64_t kw = 1; kw < k[2]; kw++) {
+            ilo = lo_t[kw] > ilo ? lo_t[kw] : ilo;
+            ihi = hi_t[kw] < ihi ? hi_t[kw] : ihi;
+        }
+        if (ihi < ilo) ihi = ilo;
+    }
     for (int64_t od = 0; od < out[0]; od++)
         for (int64_t kd = 0; kd < k[0]; kd++) {
             int64_t id = od * s[0] - pb[0] + kd * dl[0];
@@ -311,6 +337,12 @@ HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict 
                     if (ih < 0 || ih >= in[1]) continue;
                     const float *restrict xr = xc + (id * in[1] + ih) * in[2];
                     const float *wr = wm + (kd * k[1] + kh) * k[2];
+                    if (unrolled) {
+                        int64_t off0 = -pb[2];
+                        if (k[2] == 3) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 3);
+                        if (k[2] == 5) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 5);
+                        if (k[2] == 7) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 7);
+                    }
                     for (int64_t kw = 0; kw < k[2]; kw++) {
                         int64_t off = kw * dl[2] - pb[2], lo, hi;
                         if (kw < DW_TAB) {
@@ -320,10 +352,15 @@ HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict 
                             valid_range(off, s[2], in[2], out[2], &lo, &hi);
                         }
                         const float wv = wr[kw];
-                        if (s[2] == 1)
-                            for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
-                        else
+                        if (s[2] != 1) {
                             for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * s[2] + off];
+                            continue;
+                        }
+                        /* with the interior done, only [lo, ilo) and [ihi, hi) remain */
+                        int64_t e1 = unrolled && ilo < hi ? ilo : hi;
+                        for (int64_t ow = lo; ow < e1; ow++) yr[ow] += wv * xr[ow + off];
+                        int64_t b2 = unrolled ? (ihi > lo ? ihi : lo) : hi;
+                        for (int64_t ow = b2; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
                     }
                 }
             }

@@ -96,13 +96,12 @@ static bool view_simplify(view *v) {
     return true;
 }
 
-/* Offsets of the idx-th combination of the dims in [0, n) other than skip1 and skip2 (the
- * last dim varies fastest). */
-static void view_offsets(const view *v, int n, int skip1, int skip2, int64_t idx, int64_t *io,
-                         int64_t *oo) {
+/* Offsets of the idx-th combination of the dims in [0, n) other than skip (the last varies
+ * fastest). */
+static void view_offsets(const view *v, int n, int skip, int64_t idx, int64_t *io, int64_t *oo) {
     int64_t a = 0, b = 0;
     for (int i = n - 1; i >= 0; i--) {
-        if (i == skip1 || i == skip2) continue;
+        if (i == skip) continue;
         int64_t c = idx % v->dims[i];
         idx /= v->dims[i];
         a += c * v->is[i];
@@ -142,7 +141,7 @@ static void copy_rows(char *dst, const char *src, size_t es, const view *v) {
     IR_PARALLEL_FOR(rows * n >= IR_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t io, oo;
-        view_offsets(v, last, -1, -1, r, &io, &oo);
+        view_offsets(v, last, -1, r, &io, &oo);
         copy_run(dst + oo * (int64_t)es, src + io * (int64_t)es, es, n, v->is[last], v->os[last]);
     }
 }
@@ -164,7 +163,7 @@ static void copy_tiled(char *dst, const char *src, size_t es, const view *v, int
     IR_PARALLEL_FOR(outer * np * nq >= IR_PAR_MIN)
     for (int64_t u = 0; u < units; u++) {
         int64_t io, oo, bq = u % tq, bp = (u / tq) % tp;
-        view_offsets(v, last, p, -1, u / (tq * tp), &io, &oo);
+        view_offsets(v, last, p, u / (tq * tp), &io, &oo);
         int64_t a0 = bp * TILE, a1 = a0 + TILE < np ? a0 + TILE : np;
         int64_t b0 = bq * TILE, b1 = b0 + TILE < nq ? b0 + TILE : nq;
         char *d = dst + oo * (int64_t)es;

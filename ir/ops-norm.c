@@ -17,6 +17,43 @@
 
 #include <math.h>
 
+/* Row helpers get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
+ * x86-64; `omp simd reduction` lets float sums vectorize (reassociation is fine for these). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HOT_CLONES
+#endif
+#ifdef _OPENMP
+#define SIMD_REDUCE(clause) IR_PRAGMA(omp simd reduction(clause))
+#define SIMD IR_PRAGMA(omp simd) /* also lets GCC if-convert float compares (trapping math) */
+#else
+#define SIMD_REDUCE(clause)
+#define SIMD
+#endif
+
+/* e^x as plain arithmetic the compiler vectorizes (expf is one libm call per element): Cephes'
+ * expf, x = n ln2 + r with a degree-5 polynomial for e^r and 2^n built in the exponent bits;
+ * about 1 ulp on [-87, 88], inputs clamped to it. */
+static inline float exp_approx(float x) {
+    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    /* round to nearest by adding 1.5 * 2^23: floorf would keep the loop from vectorizing */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)n + 127) << 23}; /* a union, not memcpy: that one vectorizes */
+    return p * scale.f;
+}
+
 static ir_status check_f32(const ir_kernel_ctx *k) {
     for (int i = 0; i < k->n_in; i++)
         if (k->in[i].data && k->in[i].dtype != IR_F32 && ir_dtype_is_float(k->in[i].dtype))
@@ -143,6 +180,27 @@ static ir_status bn_kernel(const ir_kernel_ctx *k) {
 
 /* ---------------------------------------------------------------- LayerNormalization */
 
+/* One row: y = (x - mean) * inv * scale + bias, scale/bias broadcast when *1 is set. */
+HOT_CLONES static void ln_row(const float *restrict x, float *restrict y, int64_t n,
+                              const float *restrict sc, bool sc1, const float *restrict b, bool b1,
+                              double eps, float *mean_out, float *inv_out) {
+    float s = 0, q = 0;
+    SIMD_REDUCE(+ : s)
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    const float m = n ? s / (float)n : 0;
+    SIMD_REDUCE(+ : q)
+    for (int64_t i = 0; i < n; i++) q += (x[i] - m) * (x[i] - m);
+    const float inv = (float)(1.0 / sqrt((n ? q / (float)n : 0) + eps));
+    if (!sc1 && b && !b1) {
+        for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * inv * sc[i] + b[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (x[i] - m) * inv * sc[sc1 ? 0 : i] + (b ? b[b1 ? 0 : i] : 0.0f);
+    }
+    *mean_out = m;
+    *inv_out = inv;
+}
+
 /* Rows are X.shape[:axis] flattened; each row of `inner` values is normalized. */
 static ir_status ln_axis(const ir_shape *xs, const ir_node *n, int *axis, ir_diag *d) {
     if (!ir_norm_axis(ir_attr_int(n, "axis", -1), xs->rank, axis) || xs->rank == 0)
@@ -153,7 +211,7 @@ static ir_status ln_axis(const ir_shape *xs, const ir_node *n, int *axis, ir_dia
 
 static ir_status ln_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    int axis;
+    int axis = 0;
     ir_status st = ln_axis(&x->shape, n, &axis, d);
     if (st) return st;
     int64_t inner = 1;
@@ -183,7 +241,7 @@ static double ln_flops(const ir_graph *g, const ir_node *n) {
 
 static ir_status ln_kernel(const ir_kernel_ctx *k) {
     ir_status st = check_f32(k);
-    int axis;
+    int axis = 0;
     if (st || (st = ln_axis(&k->in[0].shape, k->node, &axis, k->diag))) return st;
     for (int i = 1; i < k->n_out; i++)
         if (k->out[i].data && k->out[i].dtype != IR_F32)
@@ -201,16 +259,9 @@ static ir_status ln_kernel(const ir_kernel_ctx *k) {
     const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
     IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * inner;
-        float *yr = y + r * inner;
-        double m, v;
-        mean_var(xr, inner, &m, &v);
-        const float inv = (float)(1.0 / sqrt(v + eps)), mf = (float)m;
-        for (int64_t i = 0; i < inner; i++) {
-            float s = sc[sc1 ? 0 : i], bb = b ? b[b1 ? 0 : i] : 0.0f;
-            yr[i] = (xr[i] - mf) * inv * s + bb;
-        }
-        if (mo) mo[r] = mf;
+        float m, inv;
+        ln_row(x + r * inner, y + r * inner, inner, sc, sc1, b, b1, eps, &m, &inv);
+        if (mo) mo[r] = m;
         if (io) io[r] = inv;
     }
     return IR_OK;
@@ -264,7 +315,7 @@ static ir_status sm_split(const ir_graph *g, const ir_node *n, const ir_shape *x
                           int64_t *len, int64_t *inner, ir_diag *d) {
     bool old = g->opset > 0 && g->opset < 13;
     int64_t a = ir_attr_int(n, "axis", old ? 1 : -1);
-    int axis;
+    int axis = 0;
     if (xs->rank == 0 || !ir_norm_axis(a, xs->rank, &axis))
         return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
                             (long long)a, xs->rank);
@@ -293,24 +344,32 @@ static double sm_flops(const ir_graph *g, const ir_node *n) {
     return 4.0 * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
-/* One softmax line of len values `stride` apart. */
-static void softmax_line(const float *x, float *y, int64_t len, int64_t stride, bool log_sm) {
-    float mx = -INFINITY;
+/* One softmax line of len values `stride` apart (inlined into the two wrappers below so that the
+ * contiguous case vectorizes). */
+static inline __attribute__((always_inline)) void
+softmax_line(const float *restrict x, float *restrict y, int64_t len, int64_t stride, bool log_sm) {
+    float mx = -INFINITY, sum = 0;
+    SIMD_REDUCE(max : mx)
     for (int64_t i = 0; i < len; i++) mx = x[i * stride] > mx ? x[i * stride] : mx;
-    double sum = 0;
+    /* separate map and sum loops: fused, GCC leaves the exp loop scalar */
+    SIMD for (int64_t i = 0; i < len; i++) y[i * stride] = exp_approx(x[i * stride] - mx);
+    SIMD_REDUCE(+ : sum)
+    for (int64_t i = 0; i < len; i++) sum += y[i * stride];
     if (log_sm) {
-        for (int64_t i = 0; i < len; i++) sum += expf(x[i * stride] - mx);
-        float lse = mx + (float)log(sum);
+        const float lse = mx + logf(sum);
         for (int64_t i = 0; i < len; i++) y[i * stride] = x[i * stride] - lse;
         return;
     }
-    for (int64_t i = 0; i < len; i++) {
-        float e = expf(x[i * stride] - mx);
-        y[i * stride] = e;
-        sum += e;
-    }
-    float inv = (float)(1.0 / sum);
+    const float inv = 1.0f / sum;
     for (int64_t i = 0; i < len; i++) y[i * stride] *= inv;
+}
+
+HOT_CLONES static void softmax_row(const float *x, float *y, int64_t len, bool log_sm) {
+    softmax_line(x, y, len, 1, log_sm);
+}
+HOT_CLONES static void softmax_strided(const float *x, float *y, int64_t len, int64_t stride,
+                                       bool log_sm) {
+    softmax_line(x, y, len, stride, log_sm);
 }
 
 static ir_status sm_run(const ir_kernel_ctx *k, bool log_sm) {
@@ -323,7 +382,10 @@ static ir_status sm_run(const ir_kernel_ctx *k, bool log_sm) {
     IR_PARALLEL_FOR(outer * len * inner >= IR_PAR_MIN)
     for (int64_t r = 0; r < outer * inner; r++) {
         int64_t base = (r / inner) * len * inner + r % inner;
-        softmax_line(x + base, y + base, len, inner, log_sm);
+        if (inner == 1)
+            softmax_row(x + base, y + base, len, log_sm);
+        else
+            softmax_strided(x + base, y + base, len, inner, log_sm);
     }
     return IR_OK;
 }

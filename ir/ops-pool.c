@@ -161,60 +161,87 @@ static ir_status check_f32(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* The kernel taps [*kl, *kh) of a window starting at `start` that land inside [0, in). */
+static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *kl,
+                             int64_t *kh) {
+    int64_t l, h;
+    if (d == 1) { /* the common case, without the divisions that would dominate a 3x3 window */
+        l = start < 0 ? -start : 0;
+        h = in - start <= 0 ? 0 : in - start;
+    } else {
+        l = start < 0 ? (-start + d - 1) / d : 0;
+        h = in - start <= 0 ? 0 : (in - start + d - 1) / d;
+    }
+    if (h > k) h = k;
+    *kl = l;
+    *kh = h > l ? h : l;
+}
+
 /* Runs the max or average window of every output position of plane p. */
 static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *idx, int64_t p,
                        bool is_max, bool count_pad) {
     const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb,
                   *pe = pg->pe;
-    const int64_t IS = prod3(in);
+    const int64_t IS = prod3(in), OS = prod3(out);
     const float *xp = x + p * IS;
-    float *yp = y + p * prod3(out);
-    for (int64_t od = 0; od < out[0]; od++)
-        for (int64_t oh = 0; oh < out[1]; oh++)
-            for (int64_t ow = 0; ow < out[2]; ow++, yp++) {
-                int64_t st[3] = {od * s[0] - pb[0], oh * s[1] - pb[1], ow * s[2] - pb[2]};
+    float *yp = y + p * OS;
+    int64_t *ip = idx ? idx + p * OS : NULL;
+    int64_t st[3], kl[3], kh[3];
+    for (int64_t od = 0; od < out[0]; od++) {
+        st[0] = od * s[0] - pb[0];
+        tap_range(st[0], k[0], dl[0], in[0], &kl[0], &kh[0]);
+        for (int64_t oh = 0; oh < out[1]; oh++) {
+            st[1] = oh * s[1] - pb[1];
+            tap_range(st[1], k[1], dl[1], in[1], &kl[1], &kh[1]);
+            for (int64_t ow = 0; ow < out[2]; ow++) {
+                st[2] = ow * s[2] - pb[2];
+                tap_range(st[2], k[2], dl[2], in[2], &kl[2], &kh[2]);
+                int64_t o = (od * out[1] + oh) * out[2] + ow;
                 if (is_max) {
                     float best = -INFINITY;
                     int64_t bi = -1;
-                    for (int64_t a = 0; a < k[0]; a++) {
-                        int64_t i0 = st[0] + a * dl[0];
-                        if (i0 < 0 || i0 >= in[0]) continue;
-                        for (int64_t b = 0; b < k[1]; b++) {
-                            int64_t i1 = st[1] + b * dl[1];
-                            if (i1 < 0 || i1 >= in[1]) continue;
-                            const float *xr = xp + (i0 * in[1] + i1) * in[2];
-                            for (int64_t c = 0; c < k[2]; c++) {
-                                int64_t i2 = st[2] + c * dl[2];
-                                if (i2 < 0 || i2 >= in[2]) continue;
-                                if (xr[i2] > best || bi < 0) {
-                                    best = xr[i2];
-                                    bi = (i0 * in[1] + i1) * in[2] + i2;
+                    for (int64_t a = kl[0]; a < kh[0]; a++)
+                        for (int64_t b = kl[1]; b < kh[1]; b++) {
+                            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
+                            const float *xr = xp + row + st[2];
+                            if (!ip) { /* branch-free max: data-dependent branches mispredict */
+                                for (int64_t c = kl[2]; c < kh[2]; c++) {
+                                    float v = xr[c * dl[2]];
+                                    best = v > best ? v : best;
+                                }
+                                continue;
+                            }
+                            for (int64_t c = kl[2]; c < kh[2]; c++) {
+                                int64_t at = row + st[2] + c * dl[2];
+                                if (xp[at] > best || bi < 0) {
+                                    best = xp[at];
+                                    bi = at;
                                 }
                             }
                         }
-                    }
-                    *yp = best;
-                    if (idx) idx[yp - y] = p * IS + bi;
+                    yp[o] = best;
+                    if (ip) ip[o] = p * IS + bi;
                 } else {
-                    int64_t lo[3], hi[3], cnt_pad = 1, cnt = 1;
+                    /* dilation is 1 here: taps are the clipped window itself */
+                    int64_t cnt_pad = 1, cnt = 1;
                     for (int i = 0; i < 3; i++) {
                         int64_t e = st[i] + k[i];
-                        if (e > in[i] + pe[i]) e = in[i] + pe[i];
-                        cnt_pad *= e - st[i];
-                        lo[i] = st[i] < 0 ? 0 : st[i];
-                        hi[i] = e > in[i] ? in[i] : e;
-                        cnt *= hi[i] > lo[i] ? hi[i] - lo[i] : 0;
+                        cnt_pad *= (e > in[i] + pe[i] ? in[i] + pe[i] : e) - st[i];
+                        cnt *= kh[i] - kl[i];
                     }
                     double sum = 0;
-                    for (int64_t i0 = lo[0]; i0 < hi[0]; i0++)
-                        for (int64_t i1 = lo[1]; i1 < hi[1]; i1++) {
-                            const float *xr = xp + (i0 * in[1] + i1) * in[2];
-                            for (int64_t i2 = lo[2]; i2 < hi[2]; i2++) sum += xr[i2];
+                    for (int64_t a = kl[0]; a < kh[0]; a++)
+                        for (int64_t b = kl[1]; b < kh[1]; b++) {
+                            const float *xr =
+                                xp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
+                            for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c];
                         }
                     int64_t div = count_pad ? cnt_pad : cnt;
-                    *yp = div > 0 ? (float)(sum / (double)div) : 0.0f;
+                    yp[o] = div > 0 ? (float)(sum / (double)div) : 0.0f;
                 }
             }
+        }
+    }
 }
 
 static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {

@@ -13,6 +13,19 @@
 
 #include <math.h>
 
+/* Row helpers get AVX2 and AVX-512 clones chosen at load time (the build targets baseline
+ * x86-64); `omp simd reduction` lets float accumulations vectorize. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HOT_CLONES
+#endif
+#ifdef _OPENMP
+#define SIMD_REDUCE(clause) IR_PRAGMA(omp simd reduction(clause))
+#else
+#define SIMD_REDUCE(clause)
+#endif
+
 typedef enum rop { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2 } rop;
 
 /* Writes an int64 into element i of an integer (or float) buffer without a round trip through
@@ -105,6 +118,48 @@ static double reduce_flops(const ir_graph *g, const ir_node *n) {
     return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
+/* Reduces R contiguous floats (R >= 1): vectorized float partial sums over blocks of 4096,
+ * combined in double so long rows keep their precision. */
+HOT_CLONES static float reduce_row(rop op, const float *restrict x, int64_t R) {
+    double acc = op == R_PROD ? 1 : 0;
+    float mx = x[0], mn = x[0];
+    for (int64_t b0 = 0; b0 < R; b0 += 4096) {
+        const int64_t e = b0 + 4096 < R ? b0 + 4096 : R;
+        float s = op == R_PROD ? 1.0f : 0.0f;
+        switch (op) {
+        case R_SUM:
+        case R_MEAN:
+            SIMD_REDUCE(+ : s)
+            for (int64_t r = b0; r < e; r++) s += x[r];
+            break;
+        case R_L2:
+            SIMD_REDUCE(+ : s)
+            for (int64_t r = b0; r < e; r++) s += x[r] * x[r];
+            break;
+        case R_PROD:
+            SIMD_REDUCE(* : s)
+            for (int64_t r = b0; r < e; r++) s *= x[r];
+            break;
+        case R_MAX:
+            SIMD_REDUCE(max : mx)
+            for (int64_t r = b0; r < e; r++) mx = x[r] > mx ? x[r] : mx;
+            break;
+        case R_MIN:
+            SIMD_REDUCE(min : mn)
+            for (int64_t r = b0; r < e; r++) mn = x[r] < mn ? x[r] : mn;
+            break;
+        }
+        acc = op == R_PROD ? acc * s : acc + s;
+    }
+    switch (op) {
+    case R_MEAN: return (float)(acc / (double)R);
+    case R_L2: return (float)sqrt(acc);
+    case R_MAX: return mx;
+    case R_MIN: return mn;
+    default: return (float)acc;
+    }
+}
+
 /* The fast float32 path over [outer, R, inner]; R >= 1. */
 static void reduce_f32(rop op, const float *x, float *y, int64_t outer, int64_t R, int64_t inner) {
     IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
@@ -112,19 +167,7 @@ static void reduce_f32(rop op, const float *x, float *y, int64_t outer, int64_t 
         const float *xo = x + o * R * inner;
         float *yo = y + o * inner;
         if (inner == 1) {
-            double acc = op == R_PROD ? 1 : (op == R_MAX || op == R_MIN) ? xo[0] : 0;
-            for (int64_t r = 0; r < R; r++) {
-                double v = xo[r];
-                switch (op) {
-                case R_SUM:
-                case R_MEAN: acc += v; break;
-                case R_L2: acc += v * v; break;
-                case R_PROD: acc *= v; break;
-                case R_MAX: acc = v > acc ? v : acc; break;
-                case R_MIN: acc = v < acc ? v : acc; break;
-                }
-            }
-            yo[0] = (float)(op == R_MEAN ? acc / (double)R : op == R_L2 ? sqrt(acc) : acc);
+            yo[0] = reduce_row(op, xo, R);
             continue;
         }
         for (int64_t i = 0; i < inner; i++) yo[i] = op == R_L2 ? xo[i] * xo[i] : xo[i];
@@ -285,7 +328,7 @@ static ir_status argmax_axis(const ir_shape *xs, const ir_node *n, int *axis, ir
 
 static ir_status argmax_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    int axis;
+    int axis = 0;
     ir_status st = argmax_axis(&x->shape, n, &axis, d);
     if (st) return st;
     if (!numeric(x->dtype))
@@ -305,7 +348,7 @@ static ir_status argmax_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 
 static ir_status argmax_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *x = &k->in[0];
-    int axis;
+    int axis = 0;
     ir_status st = argmax_axis(&x->shape, k->node, &axis, k->diag);
     if (st) return st;
     const bool last = ir_attr_int(k->node, "select_last_index", 0) != 0;
@@ -339,7 +382,7 @@ static ir_status cumsum_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (ir_dtype_is_float(ax->dtype) || ir_shape_numel(&ax->shape) != 1)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "axis must be an integer scalar");
     int64_t a;
-    int axis;
+    int axis = 0;
     if (ir_value_data(ax) && ir_const_ints(g, n, 1, &a, 1, d) == 1 &&
         !ir_norm_axis(a, x->shape.rank, &axis))
         return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
@@ -352,7 +395,7 @@ static ir_status cumsum_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *x = &k->in[0];
     const ir_dtype t = x->dtype;
     int64_t a = ir_load_i64(k->in[1].data, k->in[1].dtype, 0);
-    int axis;
+    int axis = 0;
     if (!ir_norm_axis(a, x->shape.rank, &axis))
         return ir_node_fail(k->diag, IR_ERR_INVALID, k->node,
                             "axis %lld is out of range for rank %d", (long long)a, x->shape.rank);

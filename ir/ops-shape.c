@@ -479,7 +479,7 @@ static ir_status range_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (t != IR_F32 && t != IR_F64 && t != IR_I64 && t != IR_I32)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "dtype %s is not float32/64 or int32/64",
                             ir_dtype_name(t));
-    int64_t len;
+    int64_t len = 0;
     ir_status st =
         range_len(n, t, ir_value_data(v[0]), ir_value_data(v[1]), ir_value_data(v[2]), &len, d);
     if (st != IR_OK) return st;

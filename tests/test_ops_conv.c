@@ -250,6 +250,44 @@ static void test_conv2d_depthwise(void **st) {
                   .pads = P2(3, 6, 3, 6),
                   .ref_pads = P2(3, 6, 3, 6)};
     run_case(&c2);
+    /* the unrolled interior paths (3/5-wide, stride 1), incl. a row narrower than the kernel */
+    cv_case c3 = {.S = 2,
+                  .N = 2,
+                  .C = 4,
+                  .M = 4,
+                  .group = 4,
+                  .in = {6, 37},
+                  .k = {3, 3},
+                  .s = {1, 1},
+                  .d = {1, 1},
+                  .pads = P2(1, 1, 1, 1),
+                  .ref_pads = P2(1, 1, 1, 1),
+                  .bias = true};
+    run_case(&c3);
+    cv_case c5 = {.S = 2,
+                  .N = 1,
+                  .C = 2,
+                  .M = 2,
+                  .group = 2,
+                  .in = {5, 3},
+                  .k = {5, 5},
+                  .s = {1, 1},
+                  .d = {1, 1},
+                  .pads = P2(2, 2, 2, 2),
+                  .ref_pads = P2(2, 2, 2, 2)};
+    run_case(&c5);
+    cv_case c1d = {.S = 1,
+                   .N = 1,
+                   .C = 3,
+                   .M = 3,
+                   .group = 3,
+                   .in = {40},
+                   .k = {7},
+                   .s = {1},
+                   .d = {1},
+                   .pads = {3, 0},
+                   .ref_pads = {3, 0}};
+    run_case(&c1d);
 }
 
 static void test_conv_1x1(void **st) {
