@@ -11,11 +11,15 @@ Needs Debian's python3-torch and python3-torchvision (not needed by the tests).
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
+# Both PyTorch and magpie use OpenMP; with the default wait policy the threads of one keep
+# spinning for a while after a call and steal the cores from the other, which is measured next.
+# Passive waiting makes the alternation fair. It must be set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import torch
 import torchvision
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
 
 
 class UNet(torch.nn.Module):
@@ -76,6 +80,7 @@ def main():
     ap.add_argument("--magpie", default="build/magpie")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--only", nargs="*", help="model names to run (default: all)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     env_threads = str(a.threads)
@@ -84,6 +89,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, x in models():
+            if a.only and name not in a.only:
+                continue
             model.eval()
             path = os.path.join(tmp, name + ".onnx")
             torch.onnx.export(model, x, path, opset_version=13, do_constant_folding=False)

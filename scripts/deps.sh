@@ -2,7 +2,7 @@
 # deps.sh - installs the Debian 12 packages magpie needs to build and test, when missing.
 # Usage: scripts/deps.sh [--fuzz]   (--fuzz adds clang and its sanitizer runtimes)
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
+pkgs=(build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp libprotobuf-c-dev protobuf-c-compiler
       libonnx-dev libck-dev libzstd-dev libcmocka-dev)
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-14-dev); fi
 missing=()

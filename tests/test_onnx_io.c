@@ -739,6 +739,18 @@ static int import_dir(const char *rel, bool nested, int *failed) {
             (*failed)++;
             continue;
         }
+        /* batch-norm running statistics are never trainable parameters */
+        for (int v = 0; v < g->n_values; v++) {
+            const char *nm = g->values[v].name;
+            size_t l = strlen(nm);
+            bool stat = (l >= 12 && strcmp(nm + l - 12, "running_mean") == 0) ||
+                        (l >= 11 && strcmp(nm + l - 11, "running_var") == 0);
+            if (stat && (g->values[v].flags & IR_VF_PARAM)) {
+                fprintf(stderr, "FAILED: %s: '%s' is classified as a parameter\n", path, nm);
+                (*failed)++;
+                break;
+            }
+        }
         fprintf(stderr, "ok: %s: %d nodes\n", path, g->n_nodes);
         ir_graph_free(g);
     }
