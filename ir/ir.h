@@ -281,7 +281,10 @@ enum ir_op_flags {
     IR_OPF_ELEMENTWISE = 1u << 1,
     IR_OPF_SHAPE_ONLY = 1u << 2, /* output depends only on input shapes (Shape, Size) */
     IR_OPF_RANDOM = 1u << 3,     /* may draw random numbers: never constant-folded */
+    IR_OPF_HOST_OUTPUT = 1u << 4, /* outputs live in host memory, not on the device (Store) */
 };
+
+struct ir_grad_ctx; /* ir-autodiff.h */
 
 typedef struct ir_op_def {
     const char *name;   /* ONNX op_type */
@@ -297,6 +300,8 @@ typedef struct ir_op_def {
     /* Bytes of scratch the CPU kernel needs while it runs. NULL means 0. */
     size_t (*workspace)(const ir_graph *g, const ir_node *n);
     ir_kernel_fn kernel; /* CPU kernel; NULL only for ops that cannot run */
+    /* Emits the backward ops of one node (ir-autodiff.h). NULL: not differentiable. */
+    ir_status (*grad)(struct ir_grad_ctx *c);
 } ir_op_def;
 
 const ir_op_def *ir_op_get(ir_op_kind k); /* NULL for IR_OP_OPAQUE */

@@ -7,6 +7,7 @@
 #define MAGPIE_SCHEDULE_H
 
 #include "ir.h"
+#include "prof.h"
 
 /* The eager order (DESIGN.md): the graph's node order, which the importer keeps equal to the
  * file order whenever that is topological. Returns a malloc'd array of g->n_nodes entries. */
@@ -41,5 +42,71 @@ typedef struct sched_memory {
  * failure *m is zeroed. */
 ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory *m, ir_diag *d);
 void sched_memory_free(sched_memory *m); /* NULL-safe, idempotent */
+
+/* ---------------------------------------------------------------- memory-minimizing order */
+
+/* Narrow-waist values (MAGIS section 6.1): nw(v) = |V| - |anc(v)| - |des(v)| - 1 for every node
+ * index v, into nw (g->n_nodes entries). */
+ir_status sched_narrow_waist(const ir_graph *g, int *nw, ir_diag *d);
+
+typedef struct sched_dp_options {
+    /* Parts of at most this many nodes are scheduled exactly (DP over sets of scheduled nodes
+     * with memoization and pruning); larger parts are cut at nw <= 1 nodes and, where still
+     * too large, scheduled by a bounded beam. 0 = default. */
+    int exact_max_nodes;
+    int beam_width;       /* 0 = default */
+    double time_budget_s; /* soft bound for one call; 0 = default (10 s) */
+} sched_dp_options;
+
+typedef struct sched_dp_stats {
+    int parts;          /* independent parts after cutting at narrow waists */
+    int exact_parts;    /* scheduled by the exact DP */
+    int beam_parts;     /* scheduled by the beam */
+    long states;        /* DP/beam states expanded */
+    double seconds;
+} sched_dp_stats;
+
+/* Memory-minimizing order of all of g (Serenity-style DP with narrow-waist cuts; MAGIS 6.1).
+ * order receives g->n_nodes node indices. Never worse than the eager order: when the search
+ * finds nothing better, the eager order is returned. */
+ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *order,
+                             sched_dp_stats *st, ir_diag *d);
+
+/* Incremental rescheduling (MAGIS Algorithm 2). old_order is a schedule of g_old (node
+ * indices of g_old); touched holds the stable ids (ir_node.id) of the nodes a rewrite added,
+ * removed or rewired (ids of g_old or g_new). Re-schedules only a window of old_order around
+ * them, partitioned at nw <= 1 nodes and scheduled by the DP, and merges it back. new_order
+ * receives g_new->n_nodes node indices of g_new. */
+ir_status sched_incremental(const ir_graph *g_old, const int *old_order, const ir_graph *g_new,
+                            const uint32_t *touched, int n_touched, const sched_dp_options *o,
+                            int *new_order, ir_diag *d);
+
+/* ---------------------------------------------------------------- simulator */
+
+/* Latency and memory of an order under a cost model (MAGIS section 6.2, "performance
+ * evaluation"): ops run one after another on a compute stream; Store and Load (magpie-domain
+ * swap ops) run on a copy stream at the target's host-link bandwidth, overlapping compute; an op
+ * starts when the stream is free and its inputs are ready, a Load still in flight included.
+ * Memory is the per-step accounting above (so the simulated device peak equals
+ * sched_memory_compute's and the executor's to the byte); Store outputs count as host bytes. */
+typedef struct sched_sim {
+    double latency_s;
+    size_t peak_device_bytes;
+    size_t peak_host_bytes;
+    int n_steps;
+    double *start_s, *end_s; /* per step: when its op starts and ends */
+    size_t *device_bytes;    /* per step: live device bytes at the step's peak moment */
+    size_t *host_bytes;      /* per step: live host bytes */
+} sched_sim;
+
+ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, sched_sim *out,
+                         ir_diag *d);
+void sched_sim_free(sched_sim *s); /* NULL-safe, idempotent */
+
+/* Re-places the swap ops of order (MAGIS 6.2): each Store as early as possible, each Load as
+ * late as still hides its transfer behind compute before its first user. new_order receives
+ * g->n_nodes entries (it may alias order). */
+ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cost,
+                            int *new_order, ir_diag *d);
 
 #endif
