@@ -33,6 +33,27 @@ static const opt_def defs[] = {
     {CLI_OPT_SEED, "seed", 0, "S", "seed of the weights without values (default: 0)"},
     {CLI_OPT_JSON, "json", 0, NULL, "print one JSON object on stdout instead of text"},
     {CLI_OPT_PLOT, "plot", 0, "FILE.svg", "write an SVG plot of memory over schedule steps"},
+    {CLI_OPT_DEVICE, "device", 0, "DEVICE",
+     "cost model: cpu, cuda or analytic:<target> with target rtx3090, a100, h100 or h200"
+     " (default: analytic:rtx3090)"},
+    {CLI_OPT_PROFILE_DB, "profile-db", 0, "FILE",
+     "profile database of measured costs (default: $XDG_CACHE_HOME/magpie/profile.db)"},
+    {CLI_OPT_TOP, "top", 0, "N", "list the N costliest nodes, 0 for all (default: 20)"},
+    {CLI_OPT_ORDER, "order", 0, "eager|memory",
+     "order of the nodes: eager (the model's node order) or memory (the memory-minimizing"
+     " order); run defaults to eager"},
+    {CLI_OPT_TRAIN, "train", 0, NULL,
+     "work on the training graph: forward, loss, backward and the optional optimizer step"},
+    {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
+     "with --train: sum of the first output (default), mean squared error against --target,"
+     " or softmax cross-entropy over its last axis against an int64 input 'labels'"},
+    {CLI_OPT_TRAIN, "target", 0, "NAME",
+     "with --loss mse: the graph input holding the target (default: a new input 'target')"},
+    {CLI_OPT_TRAIN, "optimizer", 0, "none|sgd|momentum|adam",
+     "with --train: one optimizer step after the backward (default: none)"},
+    {CLI_OPT_TRAIN, "lr", 0, "LR", "with --optimizer: the learning rate (default: 0.01)"},
+    {CLI_OPT_TRAIN, "frozen", 0, "REGEX",
+     "parameters whose names match (POSIX extended) are not trained"},
 };
 #define N_DEFS ((int)(sizeof defs / sizeof defs[0]))
 
@@ -149,6 +170,17 @@ static int parse_seed(const cli_cmd *cmd, cli_opts *o, const char *arg) {
     return CLI_EXIT_OK;
 }
 
+static int parse_top(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (!*arg || *end || errno || v < 0 || v > 1000000000)
+        return cli_fail(CLI_EXIT_USAGE, "%s: --top '%s': expected a non-negative integer",
+                        cmd->name, arg);
+    o->top = (int)v;
+    return CLI_EXIT_OK;
+}
+
 static int parse_input(const cli_cmd *cmd, cli_opts *o, const char *arg) {
     cli_input in = {.name = NULL, .path = arg};
     /* NAME=FILE, unless the whole argument names an existing file (paths may contain '='). */
@@ -183,6 +215,22 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --plot: empty file name", cmd->name);
         o->plot = val;
         return CLI_EXIT_OK;
+    case CLI_OPT_DEVICE:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --device: empty device", cmd->name);
+        o->device = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_PROFILE_DB:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --profile-db: empty file name", cmd->name);
+        o->profile_db = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_TOP: return parse_top(cmd, o, val);
+    case CLI_OPT_ORDER:
+        if (strcmp(val, "eager") && strcmp(val, "memory"))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --order '%s': expected eager or memory",
+                            cmd->name, val);
+        o->order = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_TRAIN: return cli_train_opt(cmd, o, od->lng, val);
     }
     return cli_fail(CLI_EXIT_INTERNAL, "option table out of date");
 }
@@ -248,6 +296,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
 
 int cli_opts_parse(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
     memset(o, 0, sizeof *o);
+    o->top = -1;
     /* Upper bounds: one entry per argument, and one data name per ',' besides. */
     size_t n = (size_t)argc + 1, n_data = n;
     for (int i = 0; i < argc; i++)
@@ -276,4 +325,5 @@ void cli_opts_free(cli_opts *o) {
     free(o->inputs);
     free(o->pos);
     memset(o, 0, sizeof *o);
+    o->top = -1;
 }

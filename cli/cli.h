@@ -33,6 +33,12 @@ enum cli_opt_mask {
     CLI_OPT_OUTDIR = 1u << 4, /* -o DIR */
     CLI_OPT_JSON = 1u << 5,   /* --json */
     CLI_OPT_PLOT = 1u << 6,   /* --plot FILE.svg */
+    CLI_OPT_DEVICE = 1u << 7,     /* --device cpu|cuda|analytic:<target> */
+    CLI_OPT_PROFILE_DB = 1u << 8, /* --profile-db FILE */
+    CLI_OPT_TOP = 1u << 9,        /* --top N */
+    /* --train, --loss, --target, --optimizer, --lr, --frozen (cli-train.c) */
+    CLI_OPT_TRAIN = 1u << 10,
+    CLI_OPT_ORDER = 1u << 11, /* --order eager|memory */
 };
 
 typedef struct cli_input {
@@ -51,6 +57,13 @@ typedef struct cli_opts {
     const char *out_dir; /* NULL when -o was not given */
     bool json;
     const char *plot;
+    const char *device;     /* NULL when --device was not given */
+    const char *profile_db; /* NULL: the default database */
+    int top;                /* -1 when --top was not given */
+    const char *order;      /* --order: "eager" or "memory"; NULL when not given */
+    bool train;               /* --train: work on the training graph (cli_load_graph) */
+    ir_train_opts train_opts; /* --loss, --target, --optimizer, --lr */
+    const char *train_only;   /* the first option given that needs --train, for the error */
     int n_pos;
     const char **pos; /* positional arguments, in order */
     bool help;        /* --help / -h was given: print the sub-command's help */
@@ -67,6 +80,14 @@ void cli_opts_free(cli_opts *o); /* NULL-safe, idempotent */
 /* The option lines of the help for the options in mask. */
 void cli_opts_help(FILE *f, unsigned mask);
 
+/* ---------------------------------------------------------------- training (cli-train.c) */
+
+/* Applies one CLI_OPT_TRAIN option (its long name without "--", and its value). */
+int cli_train_opt(const struct cli_cmd *cmd, cli_opts *o, const char *name, const char *val);
+/* The graph a sub-command works on: the model (cli_load_model), or with --train its training
+ * graph built from o->train_opts. On failure reports it and returns NULL with *code set. */
+ir_graph *cli_load_graph(const char *path, const cli_opts *o, bool allow_opaque, int *code);
+
 /* ---------------------------------------------------------------- sub-commands */
 
 typedef struct cli_cmd {
@@ -82,6 +103,8 @@ typedef struct cli_cmd {
 int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_profile(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -167,10 +190,15 @@ typedef struct cli_mem_plot {
     int n_steps;
     size_t resident_bytes; /* drawn as a reference line */
     int peak_step;
+    /* Optional second series over the same steps (e.g. the eager order beside a schedule), drawn
+     * as a dashed line; NULL for none. The labels name the two series in a legend (NULL: no
+     * legend). */
+    const size_t *ref_bytes;
+    const char *label, *ref_label;
 } cli_mem_plot;
 
 /* Writes an SVG plot of live memory over schedule steps (axes, MiB labels, title, the peak
- * marked) atomically to path. */
+ * marked, the optional second series and legend) atomically to path. */
 ir_status cli_plot_svg(const char *path, const cli_mem_plot *p, ir_diag *d);
 
 #endif

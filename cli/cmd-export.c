@@ -7,7 +7,7 @@ int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o) {
     const char *in = o->pos[0], *out = o->pos[1];
     int code;
     ir_diag d = {{0}};
-    ir_graph *g = cli_load_model(in, o, true, &code);
+    ir_graph *g = cli_load_graph(in, o, true, &code);
     if (!g) return code;
     ir_status st = ir_onnx_save(g, out, &d);
     if (st != IR_OK) {

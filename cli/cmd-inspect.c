@@ -70,8 +70,44 @@ static const char *model_name(const ir_graph *g, const char *path) {
     return g->name && *g->name ? g->name : path;
 }
 
+/* --train: what the training graph's memory is made of. */
+static void json_train(cli_json *j, const ir_train_summary *t) {
+    cli_json_key(j, "train");
+    cli_json_obj_begin(j);
+    cli_json_key(j, "params");
+    cli_json_int(j, t->n_params);
+    cli_json_key(j, "param_bytes");
+    cli_json_uint(j, t->param_bytes);
+    cli_json_key(j, "gradient_bytes");
+    cli_json_uint(j, t->grad_bytes);
+    cli_json_key(j, "activation_bytes");
+    cli_json_uint(j, t->activation_bytes);
+    cli_json_key(j, "backward_bytes");
+    cli_json_uint(j, t->backward_bytes);
+    cli_json_key(j, "optimizer_state_bytes");
+    cli_json_uint(j, t->state_bytes);
+    cli_json_key(j, "forward_nodes");
+    cli_json_int(j, t->n_forward_nodes);
+    cli_json_key(j, "backward_nodes");
+    cli_json_int(j, t->n_backward_nodes);
+    cli_json_key(j, "update_nodes");
+    cli_json_int(j, t->n_update_nodes);
+    cli_json_obj_end(j);
+}
+
+static void text_train(const ir_train_summary *t) {
+    char a[32], b[32], c[32], e[32], f[32];
+    printf("training     %d params %s, gradients %s, activations %s, backward temporaries %s, "
+           "optimizer state %s\n",
+           t->n_params, cli_fmt_bytes(t->param_bytes, a, sizeof a),
+           cli_fmt_bytes(t->grad_bytes, b, sizeof b), cli_fmt_bytes(t->activation_bytes, c, sizeof c),
+           cli_fmt_bytes(t->backward_bytes, e, sizeof e), cli_fmt_bytes(t->state_bytes, f, sizeof f));
+    printf("             %d forward, %d backward, %d update nodes\n", t->n_forward_nodes,
+           t->n_backward_nodes, t->n_update_nodes);
+}
+
 static void print_json(const ir_graph *g, const char *path, const inspect_stats *s,
-                       const sched_memory *m, const char *plot) {
+                       const sched_memory *m, const char *plot, const ir_train_summary *t) {
     cli_json j;
     cli_json_init(&j, stdout);
     cli_json_obj_begin(&j);
@@ -137,6 +173,7 @@ static void print_json(const ir_graph *g, const char *path, const inspect_stats 
         cli_json_key(&j, "plot");
         cli_json_str(&j, plot);
     }
+    if (t) json_train(&j, t);
     cli_json_obj_end(&j);
     cli_json_finish(&j);
 }
@@ -149,7 +186,7 @@ static void print_tensor_line(const ir_value *v, const char *kind) {
 }
 
 static void print_text(const ir_graph *g, const char *path, const inspect_stats *s,
-                       const sched_memory *m, const char *plot) {
+                       const sched_memory *m, const char *plot, const ir_train_summary *t) {
     char a[32], b[32];
     printf("model        %s (%s)\n", model_name(g, path), path);
     printf("opset        %lld\n", (long long)g->opset);
@@ -171,6 +208,7 @@ static void print_text(const ir_graph *g, const char *path, const inspect_stats 
         printf("\n");
     }
     if (plot) printf("plot         %s\n", plot);
+    if (t) text_train(t);
     printf("inputs:\n");
     for (int i = 0; i < g->n_inputs; i++) {
         const ir_value *v = &g->values[g->inputs[i]];
@@ -188,8 +226,10 @@ int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o) {
     inspect_stats s = {0};
     sched_memory m = {0};
     ir_diag d = {{0}};
-    ir_graph *g = cli_load_model(path, o, true, &code);
+    ir_train_summary ts;
+    ir_graph *g = cli_load_graph(path, o, true, &code);
     if (!g) return code;
+    if (o->train) ir_train_summarize(g, &ts);
     ir_status st = collect(g, &s, &d);
     if (st != IR_OK) {
         code = cli_fail_ir(st, &d, path);
@@ -215,9 +255,9 @@ int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o) {
         }
     }
     if (o->json)
-        print_json(g, path, &s, &m, o->plot);
+        print_json(g, path, &s, &m, o->plot, o->train ? &ts : NULL);
     else
-        print_text(g, path, &s, &m, o->plot);
+        print_text(g, path, &s, &m, o->plot, o->train ? &ts : NULL);
     code = CLI_EXIT_OK;
 out:
     sched_memory_free(&m);

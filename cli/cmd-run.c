@@ -1,11 +1,12 @@
-/* cmd-run.c - `magpie run`: execute a model in eager order on the CPU and write every graph
- * output as a .npy file.
+/* cmd-run.c - `magpie run`: execute a model on the CPU, in eager order or with --order memory in
+ * sched_order_memory's order, and write every graph output as a .npy file.
  *
  * All-or-nothing: every binding is resolved and checked (names, files, dtypes, shapes) before
  * the run, and outputs are first written under temporary names and renamed only once all of
  * them exist, so a failure at any point leaves neither partial nor stale-looking outputs. */
 #include "cli.h"
 #include "rt.h"
+#include "schedule.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -233,8 +234,8 @@ int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o) {
     rt_result r = {0};
     out_file *files = NULL;
     char **made = NULL;
-    int n_made = 0;
-    ir_graph *g = cli_load_model(c.model, o, false, &code);
+    int n_made = 0, *order = NULL;
+    ir_graph *g = cli_load_graph(c.model, o, false, &code);
     if (!g) return code;
     c.g = g;
     size_t ni = (size_t)o->n_inputs + 1;
@@ -253,7 +254,18 @@ int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o) {
     if ((code = load_inputs(&c)) != CLI_EXIT_OK) goto out;
 
     rt_options ro = {.seed = o->seed, .fill_missing_data = false};
-    ir_status st = rt_run(g, c.binds, o->n_inputs, &ro, &r, &c.d);
+    ir_status st = IR_OK;
+    if (o->order && !strcmp(o->order, "memory")) { /* --order memory: sched_order_memory's */
+        sched_dp_stats dps;
+        if (!(order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1)))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+        st = sched_order_memory(g, NULL, order, &dps, &c.d);
+        ro.order = order;
+        ro.n_order = g->n_nodes;
+    }
+    if (st == IR_OK) st = rt_run(g, c.binds, o->n_inputs, &ro, &r, &c.d);
     if (st != IR_OK) {
         code = cli_fail_ir(st, &c.d, c.model);
         goto out;
@@ -283,6 +295,7 @@ out:
         free(files[i].tmp);
     }
     free(files);
+    free(order);
     rt_result_free(&r);
     for (int k = 0; c.blobs && k < o->n_inputs; k++) ir_blob_unref(c.blobs[k]);
     free(c.blobs);

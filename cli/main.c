@@ -15,7 +15,7 @@ static const cli_cmd cmds[] = {
                    "declared) and reports its nodes, values, op histogram, parameters, buffers,\n"
                    "activations, FLOPs (a multiply-add counts 2), inputs and outputs, and the\n"
                    "peak memory of the eager order with a sparkline of memory over steps.",
-        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_PLOT,
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_PLOT | CLI_OPT_TRAIN,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_inspect,
@@ -27,9 +27,11 @@ static const cli_cmd cmds[] = {
         .details = "Positional -i FILE.npy bind the data inputs in order; -i NAME=FILE.npy binds\n"
                    "any graph input by name. Weights without values are filled from --seed.\n"
                    "Each graph output is written to DIR/<output name>.npy (characters outside\n"
-                   "[A-Za-z0-9._-] become '_'); on failure no output file is left.",
+                   "[A-Za-z0-9._-] become '_'); on failure no output file is left. With --train\n"
+                   "it runs the training graph: DIR/loss.npy and DIR/<param>.grad.npy, or the\n"
+                   "updated parameters and optimizer state with --optimizer.",
         .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_OUTDIR |
-                CLI_OPT_JSON,
+                CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_ORDER,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_run,
@@ -39,10 +41,40 @@ static const cli_cmd cmds[] = {
         .args = "IN.onnx OUT.onnx",
         .summary = "import a model and write it back as ONNX (shapes resolved, constants folded)",
         .details = NULL,
-        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON,
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_TRAIN,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_export,
+    },
+    {
+        .name = "profile",
+        .args = "MODEL.onnx",
+        .summary = "measure or estimate every op's cost on a device, largest first",
+        .details = "Fills the profile database with the cost of each distinct op signature of the\n"
+                   "model on --device (cpu and cuda time the kernels; analytic:<target> is a\n"
+                   "roofline over the target's datasheet figures and measures nothing), then\n"
+                   "lists the costliest nodes with their share of the eager-order total, and how\n"
+                   "many signatures were measured and how many the database already held.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TOP |
+                CLI_OPT_JSON | CLI_OPT_TRAIN,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_profile,
+    },
+    {
+        .name = "schedule",
+        .args = "MODEL.onnx",
+        .summary = "order a model and simulate its peak memory and latency on a device",
+        .details = "Orders the nodes (--order memory, the default: the memory-minimizing DP; or\n"
+                   "eager) and simulates the order under the cost model of --device (default\n"
+                   "analytic:rtx3090; cpu and cuda profile the graph first): peak device bytes,\n"
+                   "latency with swaps on a copy stream, host bytes, and the hot-spots live at\n"
+                   "the peak, with the eager order beside it. --plot draws both orders.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_ORDER | CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB |
+                CLI_OPT_JSON | CLI_OPT_PLOT,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_schedule,
     },
 };
 #define N_CMDS ((int)(sizeof cmds / sizeof cmds[0]))

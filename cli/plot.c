@@ -1,4 +1,5 @@
-/* plot.c - pictures of memory over a schedule: a sparkline for the terminal and an SVG chart.
+/* plot.c - pictures of memory over a schedule: a sparkline for the terminal and an SVG chart
+ * (optionally with a second series, e.g. the eager order beside a schedule).
  * Both downsample or scale but never hide the peak: the sparkline takes the max of each column
  * and the SVG draws every step as a flat segment (memory is accounted per step, DESIGN.md). */
 #include "cli.h"
@@ -140,11 +141,48 @@ static void svg_series(FILE *f, const svg_frame *fr, const cli_mem_plot *p) {
     }
 }
 
+/* The second series: a dashed step line, no fill, so the first stays readable beneath it. */
+static void svg_ref_series(FILE *f, const svg_frame *fr, const cli_mem_plot *p) {
+    if (!p->ref_bytes || p->n_steps <= 0) return;
+    fprintf(f, "<path fill=\"none\" stroke=\"#e07b00\" stroke-width=\"1.4\" "
+               "stroke-dasharray=\"6,3\" d=\"");
+    for (int s = 0; s < p->n_steps; s++)
+        fprintf(f, "%s%.2f %.2f L%.2f %.2f", s ? " L" : "M", px(fr, s),
+                py(fr, (double)p->ref_bytes[s]), px(fr, s + 1), py(fr, (double)p->ref_bytes[s]));
+    fprintf(f, "\"/>\n");
+}
+
+static void svg_legend(FILE *f, const cli_mem_plot *p) {
+    if (!p->label && !p->ref_label) return;
+    int x = M_LEFT + 12, y = M_TOP + 8;
+    fprintf(f, "<g font-family=\"sans-serif\" font-size=\"12\" fill=\"#333\">\n");
+    if (p->label) {
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"10\" fill=\"#4a90d9\" "
+                "fill-opacity=\"0.25\" stroke=\"#1f5fa8\"/><text x=\"%d\" y=\"%d\">",
+                x, y, x + 24, y + 10);
+        put_xml_text(f, p->label);
+        fprintf(f, "</text>\n");
+        y += 18;
+    }
+    if (p->ref_label && p->ref_bytes) {
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#e07b00\" "
+                "stroke-width=\"1.4\" stroke-dasharray=\"6,3\"/><text x=\"%d\" y=\"%d\">",
+                x, y + 5, x + 18, y + 5, x + 24, y + 10);
+        put_xml_text(f, p->ref_label);
+        fprintf(f, "</text>\n");
+    }
+    fprintf(f, "</g>\n");
+}
+
 static bool svg_write(FILE *f, void *arg, ir_diag *d) {
     const cli_mem_plot *p = arg;
     size_t top = p->resident_bytes;
-    for (int s = 0; s < p->n_steps; s++)
+    for (int s = 0; s < p->n_steps; s++) {
         if (p->step_bytes[s] > top) top = p->step_bytes[s];
+        if (p->ref_bytes && p->ref_bytes[s] > top) top = p->ref_bytes[s];
+    }
     double top_mib = (double)top / MIB;
     double ys = nice_step(top_mib > 0 ? top_mib * 1.08 : 1.0, 5);
     svg_frame fr = {
@@ -166,6 +204,8 @@ static bool svg_write(FILE *f, void *arg, ir_diag *d) {
     fprintf(f, "</text>\n");
     svg_axes(f, &fr);
     svg_series(f, &fr, p);
+    svg_ref_series(f, &fr, p);
+    svg_legend(f, p);
     fprintf(f, "</svg>\n");
     if (ferror(f)) {
         ir_diag_set(d, IR_ERR_IO, "write error");

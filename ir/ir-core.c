@@ -2,7 +2,6 @@
  * every other file of magpie speaks. */
 #include "ir-impl.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +64,8 @@ static const struct {
     size_t size;
     int onnx;
 } dtype_info[IR_DTYPE_COUNT] = {
-    [IR_F32] = {"float32", 4, 1}, [IR_F16] = {"float16", 2, 10}, [IR_BF16] = {"bfloat16", 2, 16},
-    [IR_F64] = {"float64", 8, 11}, [IR_I64] = {"int64", 8, 7},   [IR_I32] = {"int32", 4, 6},
+    [IR_F32] = {"float32", 4, 1},  [IR_F16] = {"float16", 2, 10}, [IR_BF16] = {"bfloat16", 2, 16},
+    [IR_F64] = {"float64", 8, 11}, [IR_I64] = {"int64", 8, 7},    [IR_I32] = {"int32", 4, 6},
     [IR_I8] = {"int8", 1, 3},      [IR_U8] = {"uint8", 1, 2},     [IR_BOOL] = {"bool", 1, 9},
 };
 
@@ -173,25 +172,17 @@ int64_t ir_load_i64(const void *buf, ir_dtype t, int64_t i) {
     }
 }
 
-/* Float to integer as ONNX Cast does (truncation); NaN and out-of-range values are
- * implementation-defined there, here they saturate so the result never traps. */
-static int64_t f64_to_i64(double v) {
-    if (isnan(v)) return 0;
-    if (v >= 9.2233720368547758e18) return INT64_MAX;
-    if (v <= -9.2233720368547758e18) return INT64_MIN;
-    return (int64_t)v;
-}
-
+/* Float to integer saturates to int64 (never traps), then narrows as C does. */
 void ir_store_f64(void *buf, ir_dtype t, int64_t i, double v) {
     switch (t) {
     case IR_F32: ((float *)buf)[i] = (float)v; break;
     case IR_F16: ((uint16_t *)buf)[i] = ir_f32_to_f16((float)v); break;
     case IR_BF16: ((uint16_t *)buf)[i] = ir_f32_to_bf16((float)v); break;
     case IR_F64: ((double *)buf)[i] = v; break;
-    case IR_I64: ((int64_t *)buf)[i] = f64_to_i64(v); break;
-    case IR_I32: ((int32_t *)buf)[i] = (int32_t)f64_to_i64(v); break;
-    case IR_I8: ((int8_t *)buf)[i] = (int8_t)f64_to_i64(v); break;
-    case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)f64_to_i64(v); break;
+    case IR_I64: ((int64_t *)buf)[i] = ir_sat_i64(v); break;
+    case IR_I32: ((int32_t *)buf)[i] = (int32_t)ir_sat_i64(v); break;
+    case IR_I8: ((int8_t *)buf)[i] = (int8_t)ir_sat_i64(v); break;
+    case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)ir_sat_i64(v); break;
     case IR_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
     default: break;
     }
@@ -301,8 +292,12 @@ void ir_blob_unref(ir_blob *b) {
     }
 }
 
-void *ir_blob_data(ir_blob *b) { return b->data; }
-size_t ir_blob_bytes(const ir_blob *b) { return b->bytes; }
+void *ir_blob_data(ir_blob *b) {
+    return b->data;
+}
+size_t ir_blob_bytes(const ir_blob *b) {
+    return b->bytes;
+}
 
 /* ---------------------------------------------------------------- hashing */
 

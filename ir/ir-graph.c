@@ -33,8 +33,12 @@ void ir_graph_free(ir_graph *g) {
     free(g);
 }
 
-void *ir_graph_alloc(ir_graph *g, size_t bytes) { return ir_arena_alloc(g->arena, bytes); }
-const char *ir_graph_strdup(ir_graph *g, const char *s) { return ir_arena_strdup(g->arena, s); }
+void *ir_graph_alloc(ir_graph *g, size_t bytes) {
+    return ir_arena_alloc(g->arena, bytes);
+}
+const char *ir_graph_strdup(ir_graph *g, const char *s) {
+    return ir_arena_strdup(g->arena, s);
+}
 
 /* Grows *arr (of elem-sized items) so that it holds at least need items. */
 static bool grow(void **arr, int *cap, int need, size_t elem) {
@@ -185,7 +189,7 @@ const ir_attr *ir_attr_find(const ir_node *n, const char *name) {
 int64_t ir_attr_int(const ir_node *n, const char *name, int64_t def) {
     const ir_attr *a = ir_attr_find(n, name);
     if (!a) return def;
-    return a->type == IR_ATTR_FLOAT ? (int64_t)a->f : a->i;
+    return a->type == IR_ATTR_FLOAT ? ir_sat_i64(a->f) : a->i; /* no UB on 1e30 or NaN */
 }
 
 float ir_attr_float(const ir_node *n, const char *name, float def) {
@@ -208,30 +212,31 @@ int ir_attr_ints(const ir_node *n, const char *name, const int64_t **out) {
 
 /* ---------------------------------------------------------------- constant inputs */
 
-int ir_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max, ir_diag *d) {
+ir_status ir_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max, int *cnt,
+                        ir_diag *d) {
     const ir_value *v = ir_node_in(g, n, i);
-    if (!v) return -2;
+    *cnt = -1;
+    if (!v) {
+        *cnt = -2;
+        return IR_OK;
+    }
     const void *data = ir_value_data(v);
-    if (!data) {
-        ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                     "input %d ('%s') must be a constant after folding (dynamic shapes are not "
-                     "supported)",
-                     i, v->name);
-        return -1;
-    }
-    if (ir_dtype_is_float(v->dtype)) {
-        ir_node_fail(d, IR_ERR_INVALID, n, "input %d ('%s') must be an integer tensor", i,
-                     v->name);
-        return -1;
-    }
-    int64_t cnt = ir_shape_numel(&v->shape);
-    if (cnt > max) {
-        ir_node_fail(d, IR_ERR_INVALID, n, "input %d ('%s') has %lld values, at most %d allowed",
-                     i, v->name, (long long)cnt, max);
-        return -1;
-    }
-    for (int64_t k = 0; k < cnt; k++) out[k] = ir_load_i64(data, v->dtype, k);
-    return (int)cnt;
+    if (!data)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                            "input %d ('%s') must be a constant after folding (dynamic shapes are "
+                            "not supported)",
+                            i, v->name);
+    if (ir_dtype_is_float(v->dtype))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "input %d ('%s') must be an integer tensor", i,
+                            v->name);
+    int64_t numel = ir_shape_numel(&v->shape);
+    if (numel > max)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "input %d ('%s') has %lld values, at most %d allowed", i, v->name,
+                            (long long)numel, max);
+    for (int64_t k = 0; k < numel; k++) out[k] = ir_load_i64(data, v->dtype, k);
+    *cnt = (int)numel;
+    return IR_OK;
 }
 
 bool ir_const_scalar(const ir_graph *g, const ir_node *n, int i, double *out, ir_diag *d) {
@@ -328,7 +333,8 @@ ir_status ir_graph_toposort(ir_graph *g, ir_diag *d) {
     if (done < n) {
         int bad = 0;
         while (bad < n && indeg[bad] == 0) bad++;
-        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[bad], "the graph has a cycle through this node");
+        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[bad],
+                          "the graph has a cycle through this node");
         goto out;
     }
     for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
@@ -359,8 +365,8 @@ ir_status ir_graph_validate(const ir_graph *g, ir_diag *d) {
             if (v < -1 || v >= g->n_values)
                 st = ir_node_fail(d, IR_ERR_INTERNAL, n, "input %d refers to no value", k);
             else if (v >= 0 && !seen[v])
-                st = ir_node_fail(d, IR_ERR_INTERNAL, n,
-                                  "input '%s' is used before it is produced", g->values[v].name);
+                st = ir_node_fail(d, IR_ERR_INTERNAL, n, "input '%s' is used before it is produced",
+                                  g->values[v].name);
         }
         for (int k = 0; k < n->n_out && st == IR_OK; k++) {
             int v = n->out[k];

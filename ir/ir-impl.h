@@ -5,6 +5,7 @@
 
 #include "ir.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- arena */
@@ -22,9 +23,26 @@ char *ir_arena_strdup(ir_arena *a, const char *s);
 #include "ir-ops.def"
 #undef IR_OP
 
-/* Message for a failure at node n: "node 'NAME' (OP): <fmt>". Returns st. */
-ir_status ir_node_fail(ir_diag *d, ir_status st, const ir_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Defines ir_opdef_<name> for the ONNX-domain op <name> taking in_lo..in_hi inputs and
+ * out_lo..out_hi outputs; the other fields follow as designated initializers
+ * (`.infer = f, .kernel = k`). */
+#define IR_OP_DEF(name_, in_lo, in_hi, out_lo, out_hi, ...)                                        \
+    const ir_op_def ir_opdef_##name_ = {.name = #name_,                                            \
+                                        .domain = "",                                              \
+                                        .min_in = (in_lo),                                         \
+                                        .max_in = (in_hi),                                         \
+                                        .min_out = (out_lo),                                       \
+                                        .max_out = (out_hi),                                       \
+                                        __VA_ARGS__}
+/* The same for an op of the "magpie" domain (backward and training ops). */
+#define IR_MAGPIE_OP_DEF(name_, in_lo, in_hi, out_lo, out_hi, ...)                                 \
+    const ir_op_def ir_opdef_##name_ = {.name = #name_,                                            \
+                                        .domain = "magpie",                                        \
+                                        .min_in = (in_lo),                                         \
+                                        .max_in = (in_hi),                                         \
+                                        .min_out = (out_lo),                                       \
+                                        .max_out = (out_hi),                                       \
+                                        __VA_ARGS__}
 
 /* Sets output i's dtype and shape. */
 static inline void ir_set_out(ir_graph *g, ir_node *n, int i, ir_dtype t, const ir_shape *s) {
@@ -33,9 +51,14 @@ static inline void ir_set_out(ir_graph *g, ir_node *n, int i, ir_dtype t, const 
     v->shape = *s;
 }
 
-/* Reads constant input i as int64 values (any integer dtype). Returns the count, or -1 with a
- * message (input absent: -2, without message, so optional inputs can default). */
-int ir_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max, ir_diag *d);
+/* Reads constant input i as int64 values (any integer dtype) into out and their count into
+ * *cnt. An absent input is IR_OK with *cnt = -2 (no message), so optional inputs can default.
+ * Failures set *cnt = -1 and a message: IR_ERR_UNSUPPORTED when the input is not a constant
+ * (dynamic shapes), IR_ERR_INVALID when it is a float tensor or has more than max values. */
+ir_status ir_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max, int *cnt,
+                        ir_diag *d);
+/* IR_ERR_INVALID naming what[i] unless each of the cnt values is >= 0 (shapes, repeats). */
+ir_status ir_check_sizes(const ir_node *n, const char *what, const int64_t *v, int cnt, ir_diag *d);
 /* Reads constant scalar input i as double; false with a message when not constant. */
 bool ir_const_scalar(const ir_graph *g, const ir_node *n, int i, double *out, ir_diag *d);
 
@@ -47,19 +70,186 @@ static inline bool ir_norm_axis(int64_t axis, int rank, int *out) {
     return true;
 }
 
+/* Reads an optional ints attribute that must have exactly cnt values; every value is def when
+ * the attribute is absent. IR_ERR_INVALID with a message for another count. */
+ir_status ir_attr_ints_n(const ir_node *n, const char *name, int cnt, int64_t def, int64_t *out,
+                         ir_diag *d);
+
+/* Product of a geometry padded to 3 spatial dims (conv, pooling). */
+static inline int64_t ir_prod3(const int64_t *v) {
+    return v[0] * v[1] * v[2];
+}
+
+/* ---------------------------------------------------------------- kernel helpers */
+
 /* Number of elements of a kernel tensor. */
-static inline int64_t ir_tensor_numel(const ir_tensor *t) { return ir_shape_numel(&t->shape); }
+static inline int64_t ir_tensor_numel(const ir_tensor *t) {
+    return ir_shape_numel(&t->shape);
+}
+
+/* Kernel-side twin of ir_const_ints: input i's values, -2 when it is absent, -1 when there are
+ * more than max (inference has already rejected that). */
+int ir_tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max);
+
+/* IR_ERR_UNSUPPORTED (with a message) unless every present float input is float32: for kernels
+ * that run float32 only. Integer inputs (indices, axes) are not checked. */
+ir_status ir_check_f32(const ir_kernel_ctx *k);
+
+/* Fills n elements of es bytes with *elem: memset when the pattern is all zero bits (zero in
+ * every dtype), otherwise by doubling memcpy so that the work is a few large copies. */
+void ir_fill_elems(void *dst, int64_t n, const void *elem, size_t es);
+
+/* Float to integer, truncating toward zero and saturating at the type's limits, NaN to 0: the
+ * conversion never traps (ONNX leaves out-of-range values implementation-defined). */
+#define IR_DEF_SAT(tag, T, LO, HI)                                                                 \
+    static inline T ir_sat_##tag(double v) {                                                       \
+        if (isnan(v)) return 0;                                                                    \
+        if (v <= (double)(LO)) return LO;                                                          \
+        if (v >= (double)(HI)) return HI;                                                          \
+        return (T)v;                                                                               \
+    }
+IR_DEF_SAT(i64, int64_t, INT64_MIN, INT64_MAX)
+IR_DEF_SAT(i32, int32_t, INT32_MIN, INT32_MAX)
+IR_DEF_SAT(i8, int8_t, INT8_MIN, INT8_MAX)
+IR_DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
+#undef IR_DEF_SAT
+
+/* Writes an int64 into element i of a buffer of dtype t without a round trip through double, so
+ * large int64 values stay exact (integer narrowing wraps, bool tests non-zero). */
+void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v);
+
+/* FLOPs counted per element for an op that calls libm's exp/log/tanh/erf/sqrt/pow. */
+#define IR_FLOPS_TRANSCENDENTAL 4.0
 
 /* Parallel loops: OpenMP when the build has it (both cores), serial otherwise. Use for loops
  * whose iterations are independent and each worth at least a few microseconds in total. */
 #ifdef _OPENMP
 #define IR_PRAGMA(x) _Pragma(#x)
 #define IR_PARALLEL_FOR(cond) IR_PRAGMA(omp parallel for schedule(static) if (cond))
+/* -O2 (GCC's very-cheap cost model) vectorizes few inner loops by itself; `omp simd` asks for
+ * it. Only for loops that carry no dependence; IR_SIMD also lets GCC if-convert float compares
+ * (trapping math), IR_SIMD_REDUCE lets float accumulations reassociate. */
+#define IR_SIMD IR_PRAGMA(omp simd)
+#define IR_SIMD_REDUCE(clause) IR_PRAGMA(omp simd reduction(clause))
 #else
 #define IR_PARALLEL_FOR(cond)
+#define IR_SIMD
+#define IR_SIMD_REDUCE(clause)
 #endif
 /* Loops with fewer element-operations than this stay serial. */
 #define IR_PAR_MIN 32768
+
+/* Hot loops get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
+ * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define IR_HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define IR_HOT_CLONES
+#endif
+
+/* ---------------------------------------------------------------- shared with backward ops */
+
+/* Geometry and helpers of forward kernels that their backward kernels (ops-grad-*.c) reuse, so
+ * that both sides agree on windows, pads and coordinates by construction. */
+
+/* Conv / ConvTranspose geometry (ops-conv.c), padded to 3 spatial dims, right-aligned. */
+typedef struct ir_conv_geom {
+    int S;                  /* spatial rank, 1..3 */
+    int64_t N, C, M, group; /* batch, input channels, output channels, groups */
+    bool bias;
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} ir_conv_geom;
+/* Reads X, W (and B) of node n and its attributes (auto_pad resolved into pb/pe). */
+ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_conv_geom *cg,
+                        ir_diag *d);
+/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels:
+ * col holds Cg * prod3(k) * prod3(out) floats. */
+void ir_conv_im2col(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg);
+/* The positions o in [0, n_pos) for which o*s + off lands in [0, bound): [*lo, *hi). */
+static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, int64_t n_pos,
+                                       int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = bound - 1 - off < 0 ? 0 : (bound - 1 - off) / s + 1;
+    if (h > n_pos) h = n_pos;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Pooling geometry (ops-pool.c), padded to 3 spatial dims like ir_conv_geom. */
+typedef struct ir_pool_geom {
+    int S;
+    int64_t NC; /* planes */
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} ir_pool_geom;
+/* Window geometry of pooling node n over an input of shape xs (rank 3..5, not checked here). */
+ir_status ir_pool_parse(const ir_node *n, const ir_shape *xs, ir_pool_geom *pg, ir_diag *d);
+/* The kernel taps [*kl, *kh) of a window starting at `start` that land inside [0, in). */
+static inline void ir_pool_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *kl,
+                                int64_t *kh) {
+    int64_t l, h;
+    if (d == 1) { /* the common case, without the divisions that would dominate a 3x3 window */
+        l = start < 0 ? -start : 0;
+        h = in - start <= 0 ? 0 : in - start;
+    } else {
+        l = start < 0 ? (-start + d - 1) / d : 0;
+        h = in - start <= 0 ? 0 : (in - start + d - 1) / d;
+    }
+    if (h > k) h = k;
+    *kl = l;
+    *kh = h > l ? h : l;
+}
+/* AveragePool's divisor for the window starting at st with taps [kl, kh) (dilation 1): the
+ * window clipped to the padded input with count_include_pad, else the real elements. */
+static inline int64_t ir_pool_avg_div(const ir_pool_geom *pg, const int64_t *st, const int64_t *kl,
+                                      const int64_t *kh, bool count_pad) {
+    int64_t cnt_pad = 1, cnt = 1;
+    for (int i = 0; i < 3; i++) {
+        int64_t e = st[i] + pg->k[i], lim = pg->in[i] + pg->pe[i];
+        cnt_pad *= (e > lim ? lim : e) - st[i];
+        cnt *= kh[i] - kl[i];
+    }
+    return count_pad ? cnt_pad : cnt;
+}
+
+/* BatchNormalization normalizes with batch statistics (training_mode, or the opset-9 form with
+ * extra outputs; ops-norm.c). */
+bool ir_bn_training(const ir_node *n);
+
+/* Reductions (ops-reduce.c): mask[i] = dim i is reduced (axes from input 1 or the attribute,
+ * none = all); *noop when empty axes mean the identity (noop_with_empty_axes). */
+ir_status ir_reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *mask, bool *noop,
+                         ir_diag *d);
+
+/* Softmax/LogSoftmax: X as [outer, len, inner] around the axis (opset-dependent, ops-norm.c). */
+ir_status ir_softmax_split(const ir_graph *g, const ir_node *n, const ir_shape *xs, int64_t *outer,
+                           int64_t *len, int64_t *inner, ir_diag *d);
+
+/* Resize's coefficient tables (ops-resize.c) from the attributes and scales input of k->node
+ * (same input positions as Resize), for a resize from shape is to shape os, in k->workspace
+ * (ir_resize_tab_bytes(os)). Per output coordinate xo of dim d, at base[d] + xo: the two source
+ * offsets (index * input stride) i0, i1 and the weight w of i1 (0 for nearest, i1 == i0). */
+typedef struct ir_resize_tab {
+    bool linear;
+    int64_t base[IR_MAX_RANK];
+    int64_t *i0, *i1;
+    float *w;
+} ir_resize_tab;
+size_t ir_resize_tab_bytes(const ir_shape *os);
+ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                             ir_resize_tab *t);
+
+/* ---------------------------------------------------------------- files */
+
+/* Writes len bytes to path atomically: to PATH.tmp.<pid>, fsync, rename, then fsync of the
+ * directory. On failure no file is left (nor the temporary) and d names path and the cause. */
+ir_status ir_write_atomic(const char *path, const void *buf, size_t len, ir_diag *d);
+/* The same with the bytes produced by emit, which writes them to fd with ir_write_all and
+ * returns 0 or an errno value. */
+ir_status ir_write_atomic_with(const char *path, int (*emit)(int fd, void *ctx), void *ctx,
+                               ir_diag *d);
+/* Writes all len bytes to fd (retrying short writes and EINTR); 0 or an errno value. */
+int ir_write_all(int fd, const void *buf, size_t len);
 
 /* Index helpers for broadcasting: strides of `in` viewed as shape `out` (0 where broadcast). */
 void ir_broadcast_strides(const ir_shape *in, const ir_shape *out, int64_t *strides);

@@ -6,7 +6,8 @@
  * Writing reproduces numpy's bytes (sorted keys, the spare "growth" spaces numpy >= 1.24
  * adds after the shape, padding to 64 bytes) so files diff cleanly against numpy's. bfloat16
  * has no numpy dtype: it is written as float32 ('<f4'), exactly (every bf16 is an f32).
- * Writes are atomic: PATH.tmp.<pid>, fsync, rename; on failure no file is left.
+ * Writes are atomic (ir_write_atomic_with): PATH.tmp.<pid>, fsync, rename; on failure no file
+ * is left.
  * Every message starts with the file path. */
 #include "ir-impl.h"
 
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -358,6 +358,32 @@ static size_t build_header(ir_dtype t, const ir_shape *s, char *buf, size_t n) {
     return total;
 }
 
+typedef struct npy_out {
+    const char *hdr;
+    size_t hn;
+    ir_dtype dtype;
+    int64_t numel;
+    const void *data;
+} npy_out;
+
+static int npy_emit(int fd, void *ctx) {
+    const npy_out *o = ctx;
+    int err = ir_write_all(fd, o->hdr, o->hn);
+    if (!err && o->dtype == IR_BF16) {
+        /* Widen in chunks: no allocation proportional to the tensor. */
+        float chunk[1024];
+        const uint16_t *src = o->data;
+        for (int64_t i = 0; !err && i < o->numel; i += 1024) {
+            int64_t m = o->numel - i < 1024 ? o->numel - i : 1024;
+            for (int64_t k = 0; k < m; k++) chunk[k] = ir_bf16_to_f32(src[i + k]);
+            err = ir_write_all(fd, chunk, sizeof(float) * (size_t)m);
+        }
+    } else if (!err && o->numel > 0) {
+        err = ir_write_all(fd, o->data, (size_t)o->numel * ir_dtype_size(o->dtype));
+    }
+    return err;
+}
+
 ir_status ir_npy_write(const char *path, ir_dtype dtype, const ir_shape *shape, const void *data,
                        ir_diag *d) {
     if (!dtype_descr(dtype))
@@ -366,42 +392,6 @@ ir_status ir_npy_write(const char *path, ir_dtype dtype, const ir_shape *shape, 
     char hdr[1024];
     size_t hn = build_header(dtype, shape, hdr, sizeof hdr);
     if (!hn) return ir_diag_set(d, IR_ERR_INTERNAL, "%s: .npy header too long", path);
-
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return ir_diag_set(d, IR_ERR_IO, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return ir_diag_set(d, IR_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-    ir_status st = IR_OK;
-    int64_t numel = ir_shape_numel(shape);
-    bool ok = fwrite(hdr, 1, hn, f) == hn;
-    if (ok && dtype == IR_BF16) {
-        /* Widen in chunks: no allocation proportional to the tensor. */
-        float chunk[1024];
-        const uint16_t *src = data;
-        for (int64_t i = 0; ok && i < numel; i += 1024) {
-            int64_t m = numel - i < 1024 ? numel - i : 1024;
-            for (int64_t k = 0; k < m; k++) chunk[k] = ir_bf16_to_f32(src[i + k]);
-            ok = fwrite(chunk, sizeof(float), (size_t)m, f) == (size_t)m;
-        }
-    } else if (ok && numel > 0) {
-        size_t bytes = (size_t)numel * ir_dtype_size(dtype);
-        ok = fwrite(data, 1, bytes, f) == bytes;
-    }
-    if (ok) ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        st = ir_diag_set(d, IR_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-    }
-    return st;
+    npy_out o = {hdr, hn, dtype, ir_shape_numel(shape), data};
+    return ir_write_atomic_with(path, npy_emit, &o, d);
 }

@@ -5,15 +5,11 @@
  * dropped. Every constant a node reads (or a graph output) becomes an initializer, so folded
  * constants survive the round trip; value_info carries every intermediate shape, so an opaque
  * node keeps its declared output shapes. The file appears at `path` only complete: it is
- * written to PATH.tmp.<pid>, fsync'ed and renamed. */
+ * written to PATH.tmp.<pid>, fsync'ed and renamed (ir_write_atomic). */
 #include "ir-onnx.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 /* Allocates n zeroed T's from the scratch arena; jumps to out_nomem on failure. */
 #define NEW_N(T, n)                                                                                \
@@ -107,40 +103,6 @@ static Onnx__AttributeProto *attribute(ir_arena *a, const ir_attr *at) {
         break;
     }
     return p;
-}
-
-/* Writes buf to path through PATH.tmp.<pid> + fsync + rename; no file is left on failure. */
-static ir_status write_atomic(const char *path, const void *buf, size_t len, ir_diag *d) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return ir_diag_set(d, IR_ERR_IO, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ir_diag_set(d, IR_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-    const unsigned char *p = buf;
-    size_t done = 0;
-    int err = 0;
-    while (done < len && !err) {
-        ssize_t w = write(fd, p + done, len - done);
-        if (w < 0 && errno != EINTR) err = errno;
-        if (w > 0) done += (size_t)w;
-    }
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        unlink(tmp);
-        return ir_diag_set(d, IR_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-    }
-    /* Make the rename itself durable; failing here loses nothing already written. */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    return IR_OK;
 }
 
 ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d) {
@@ -243,7 +205,7 @@ ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d) {
         st = ir_diag_set(d, IR_ERR_INTERNAL, "%s: protobuf packing wrote an unexpected size", path);
         goto out;
     }
-    st = write_atomic(path, buf, len, d);
+    st = ir_write_atomic(path, buf, len, d);
     goto out;
 
 out_nomem:

@@ -47,6 +47,11 @@ ir_status ir_diag_set(ir_diag *d, ir_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prefixes d->msg with "prefix: " (e.g. the file name) unless it already starts with it. */
 void ir_diag_prefix(ir_diag *d, const char *prefix);
+/* Formats a failure at node n into d (may be NULL): "node 'NAME' (OP): <fmt>". Returns st.
+ * The arguments must not point into d->msg. */
+struct ir_node;
+ir_status ir_node_fail(ir_diag *d, ir_status st, const struct ir_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Programmer errors abort with file and line; bad input never reaches these. */
 #define IR_ASSERT(x)                                                                               \
@@ -132,8 +137,8 @@ typedef struct ir_attr {
     ir_attr_type type;
     int64_t i;
     float f;
-    const char *s;  /* STRING (NUL-terminated) */
-    int n;          /* count of ints / floats / strings */
+    const char *s; /* STRING (NUL-terminated) */
+    int n;         /* count of ints / floats / strings */
     int64_t *ints;
     float *floats;
     const char **strings;
@@ -279,9 +284,15 @@ typedef ir_status (*ir_kernel_fn)(const ir_kernel_ctx *k);
 enum ir_op_flags {
     IR_OPF_MULTILINEAR = 1u << 0, /* linear in each input separately (PET) */
     IR_OPF_ELEMENTWISE = 1u << 1,
-    IR_OPF_SHAPE_ONLY = 1u << 2, /* output depends only on input shapes (Shape, Size) */
-    IR_OPF_RANDOM = 1u << 3,     /* may draw random numbers: never constant-folded */
+    IR_OPF_SHAPE_ONLY = 1u << 2,  /* output depends only on input shapes (Shape, Size) */
+    IR_OPF_RANDOM = 1u << 3,      /* may draw random numbers: never constant-folded */
     IR_OPF_HOST_OUTPUT = 1u << 4, /* outputs live in host memory, not on the device (Store) */
+    /* Output k overwrites input k, for every output k (optimizer updates: param, state ->
+     * param', state', in place as PyTorch does them). When input k is a resident (a graph input
+     * or a constant), output k takes over its buffer: memory accounting allocates nothing for it
+     * (ir_value_inplace_of) and the kernel gets out[k].data == in[k].data; otherwise output k is
+     * an ordinary allocation. The builder guarantees that nothing reads input k later. */
+    IR_OPF_INPLACE = 1u << 5,
 };
 
 struct ir_grad_ctx; /* ir-autodiff.h */
@@ -308,6 +319,13 @@ const ir_op_def *ir_op_get(ir_op_kind k); /* NULL for IR_OP_OPAQUE */
 /* Looks up an op by domain ("" or "ai.onnx" for ONNX) and op_type; IR_OP_OPAQUE if unknown. */
 ir_op_kind ir_op_find(const char *domain, const char *op_type);
 const char *ir_op_name(ir_op_kind k);
+/* True when value v lives in host memory: an output of an IR_OPF_HOST_OUTPUT op (Store). Memory
+ * accounting counts such values as host bytes, never as device bytes (ops-swap.c). */
+bool ir_value_on_host(const ir_graph *g, int v);
+
+/* The resident value (graph input or constant) whose buffer value v takes over as output k of
+ * an IR_OPF_INPLACE node, or -1 when v is an ordinary allocation (ops-train.c). */
+int ir_value_inplace_of(const ir_graph *g, int v);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);
@@ -349,6 +367,54 @@ ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d);
 ir_status ir_fold_constants(ir_graph *g, ir_diag *d);
 /* Removes nodes none of whose outputs reach a graph output, and unused constants. */
 void ir_graph_prune(ir_graph *g);
+
+/* ---------------------------------------------------------------- training graphs */
+
+typedef enum ir_loss_kind {
+    IR_LOSS_SUM = 0, /* sum of every element of the first output */
+    IR_LOSS_MSE,     /* mean squared error against a target (mean over all elements) */
+    IR_LOSS_CE,      /* softmax cross-entropy, classes on the last axis, mean over positions */
+} ir_loss_kind;
+
+typedef enum ir_optimizer_kind {
+    IR_OPTIM_NONE = 0,
+    IR_OPTIM_SGD,
+    IR_OPTIM_MOMENTUM, /* momentum 0.9, dampening 0 */
+    IR_OPTIM_ADAM,     /* betas (0.9, 0.999), eps 1e-8, step 1 */
+} ir_optimizer_kind;
+
+typedef struct ir_train_opts {
+    ir_loss_kind loss;
+    /* MSE: the graph input holding the target; NULL or absent adds an input "target" shaped
+     * like the first output. CE adds an int64 input "labels" (first output's shape without its
+     * last axis). */
+    const char *target;
+    ir_optimizer_kind optimizer;
+    double lr; /* 0 means the default, 0.01 */
+} ir_train_opts;
+
+/* Builds the training graph of fwd (which is not modified): the forward in fwd's order, the
+ * loss, the backward in reverse forward order (PyTorch autograd's), then the optimizer
+ * updates, so g->nodes is the eager order of DESIGN.md. Gradients flow to the IR_VF_PARAM
+ * values. Outputs: "loss" (float scalar), then per parameter "<name>.grad" without an
+ * optimizer, or "<name>.new" and its state ("<name>.momentum_buffer.new", "<name>.exp_avg.new",
+ * "<name>.exp_avg_sq.new") with one. IR_ERR_UNSUPPORTED naming the node for an op without a
+ * gradient on the path to a parameter. NULL on failure with *st (may be NULL) and d set. */
+ir_graph *ir_build_training(const ir_graph *fwd, const ir_train_opts *o, ir_status *st,
+                            ir_diag *d);
+
+/* What the memory of a training graph (from ir_build_training) is made of, in bytes. Nodes up to
+ * the one producing the loss (output 0) are the forward; IR_OPF_INPLACE nodes are updates. */
+typedef struct ir_train_summary {
+    int n_params;
+    size_t param_bytes;      /* trainable parameters (IR_VF_PARAM) */
+    size_t grad_bytes;       /* their final gradients, one per parameter */
+    size_t state_bytes;      /* optimizer state tensors */
+    size_t activation_bytes; /* values the forward and the loss compute */
+    size_t backward_bytes;   /* other values the backward computes (gradients of activations) */
+    int n_forward_nodes, n_backward_nodes, n_update_nodes;
+} ir_train_summary;
+void ir_train_summarize(const ir_graph *tg, ir_train_summary *s);
 
 /* ---------------------------------------------------------------- .npy I/O */
 

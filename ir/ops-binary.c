@@ -17,21 +17,14 @@
  *    exponent dtype differs from the base's, it is first converted to the base dtype in the
  *    workspace.
  * FLOP convention: 1 per output element and per pairwise step (Sum/Min/Max of n inputs count
- * n-1), comparisons, logic and Where included; Pow counts FLOPS_TRANSCENDENTAL. */
+ * n-1), comparisons, logic and Where included; Pow counts IR_FLOPS_TRANSCENDENTAL. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 
-#define FLOPS_TRANSCENDENTAL 4.0
-
-/* -O2 (GCC's very-cheap cost model) vectorizes none of the inner loops; `omp simd` asks for it.
- * It is valid because no inner loop carries a dependence: in-place Sum writes o[i] after
- * reading a[i] at the same index only. */
-#ifdef _OPENMP
-#define EW_SIMD _Pragma("omp simd")
-#else
-#define EW_SIMD
-#endif
+/* Inner loops are IR_SIMD: none carries a dependence (in-place Sum writes o[i] after reading a[i]
+ * at the same index only). */
 
 /* ---------------------------------------------------------------- the broadcast engine */
 
@@ -198,7 +191,15 @@ static inline int isnan_never(int64_t x) {
     _Generic((x), int64_t : cmod_i64, int32_t : cmod_i32, float : fmodf, default : fmod)(x, y)
 #define PYMODX(x, y) _Generic((x), int64_t : pymod_i64, default : pymod_i32)(x, y)
 #define POWX(x, y)                                                                                 \
-    _Generic((x), int64_t : pow_i64, int32_t : pow_i32, float : powf, default : pow)(x, y)
+    _Generic((x), int64_t : pow_i64, int32_t : pow_i32, float : pow_f, default : pow_d)(x, y)
+/* Squaring is what exported LayerNorms and MSE losses do with Pow: x*x is the same correctly
+ * rounded result as pow(x, 2) without the libm call. */
+static inline float pow_f(float x, float y) {
+    return y == 2.0f ? x * x : powf(x, y);
+}
+static inline double pow_d(double x, double y) {
+    return y == 2.0 ? x * x : pow(x, y);
+}
 #define MINX(x, y) (((x) < (y) || ISNANX(x)) ? (x) : (y))
 #define MAXX(x, y) (((x) > (y) || ISNANX(x)) ? (x) : (y))
 static inline float fdiv_f(float x, float y) {
@@ -218,26 +219,26 @@ static inline double fdiv_d(double x, double y) {
         const T *a = (const T *)p[0], *b = (const T *)p[1];                                        \
         for (int64_t r = 0; r < rows; r++, o += n, a += os[0], b += os[1]) {                       \
             if (s[0] && s[1]) {                                                                    \
-                EW_SIMD for (int64_t i = 0; i < n; i++) {                                          \
+                IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
                     T x = a[i], y = b[i];                                                          \
                     o[i] = (TO)(EXPR);                                                             \
                 }                                                                                  \
             } else if (s[0]) {                                                                     \
                 const T y = b[0];                                                                  \
-                EW_SIMD for (int64_t i = 0; i < n; i++) {                                          \
+                IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
                     T x = a[i];                                                                    \
                     o[i] = (TO)(EXPR);                                                             \
                 }                                                                                  \
             } else if (s[1]) {                                                                     \
                 const T x = a[0];                                                                  \
-                EW_SIMD for (int64_t i = 0; i < n; i++) {                                          \
+                IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
                     T y = b[i];                                                                    \
                     o[i] = (TO)(EXPR);                                                             \
                 }                                                                                  \
             } else {                                                                               \
                 const T x = a[0], y = b[0];                                                        \
                 const TO v = (TO)(EXPR);                                                           \
-                EW_SIMD for (int64_t i = 0; i < n; i++) o[i] = v;                                  \
+                IR_SIMD for (int64_t i = 0; i < n; i++) o[i] = v;                                  \
             }                                                                                      \
         }                                                                                          \
     }
@@ -290,7 +291,7 @@ BIN_ROW(row_xor_bool, uint8_t, uint8_t, (x != 0) ^ (y != 0))
         const int64_t sc = s[0], sx = s[1], sy = s[2];                                             \
         for (int64_t r = 0; r < rows; r++, o += n, c += os[0], x += os[1], y += os[2]) {           \
             if (sc && sx && sy) {                                                                  \
-                EW_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];                 \
+                IR_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];                 \
             } else {                                                                               \
                 for (int64_t i = 0; i < n; i++) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];          \
             }                                                                                      \
@@ -316,7 +317,7 @@ static const bin_desc d_add = {BK_ARITH, false, 1, NUM_FNS(add)};
 static const bin_desc d_sub = {BK_ARITH, false, 1, NUM_FNS(sub)};
 static const bin_desc d_mul = {BK_ARITH, false, 1, NUM_FNS(mul)};
 static const bin_desc d_div = {BK_ARITH, true, 1, NUM_FNS(div)};
-static const bin_desc d_pow = {BK_ARITH, false, FLOPS_TRANSCENDENTAL, NUM_FNS(pow)};
+static const bin_desc d_pow = {BK_ARITH, false, IR_FLOPS_TRANSCENDENTAL, NUM_FNS(pow)};
 static const bin_desc d_cmod = {BK_ARITH, true, 1, NUM_FNS(cmod)};
 static const bin_desc d_pymod = {
     BK_ARITH, true, 1, {[IR_I64] = row_pymod_i64, [IR_I32] = row_pymod_i32}};
@@ -476,30 +477,20 @@ static ir_status bin_kernel(const ir_kernel_ctx *k) {
 
 /* ---------------------------------------------------------------- the op table entries */
 
-#define BIN_DEF(name_, lo_in, hi_in, flags_, ws)                                                   \
-    const ir_op_def ir_opdef_##name_ = {                                                           \
-        .name = #name_,                                                                            \
-        .domain = "",                                                                              \
-        .min_in = lo_in,                                                                           \
-        .max_in = hi_in,                                                                           \
-        .min_out = 1,                                                                              \
-        .max_out = 1,                                                                              \
-        .flags = IR_OPF_ELEMENTWISE | (flags_),                                                    \
-        .infer = bin_infer,                                                                        \
-        .flops = bin_flops,                                                                        \
-        .workspace = ws,                                                                           \
-        .kernel = bin_kernel,                                                                      \
-    };
+#define BIN_DEF(name_, lo_in, hi_in, flags_, ws, ...)                                              \
+    IR_OP_DEF(name_, lo_in, hi_in, 1, 1, .flags = IR_OPF_ELEMENTWISE | (flags_),                   \
+              .infer = bin_infer, .flops = bin_flops, .workspace = ws, .kernel = bin_kernel,       \
+              __VA_ARGS__);
 
-BIN_DEF(Add, 2, 2, IR_OPF_MULTILINEAR, NULL)
-BIN_DEF(Sub, 2, 2, IR_OPF_MULTILINEAR, NULL)
-BIN_DEF(Mul, 2, 2, IR_OPF_MULTILINEAR, NULL)
-BIN_DEF(Div, 2, 2, 0, NULL)
-BIN_DEF(Pow, 2, 2, 0, pow_workspace)
-BIN_DEF(Mod, 2, 2, 0, NULL)
-BIN_DEF(Sum, 1, 64, IR_OPF_MULTILINEAR, NULL)
-BIN_DEF(Min, 1, 64, 0, NULL)
-BIN_DEF(Max, 1, 64, 0, NULL)
+BIN_DEF(Add, 2, 2, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Add)
+BIN_DEF(Sub, 2, 2, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Sub)
+BIN_DEF(Mul, 2, 2, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Mul)
+BIN_DEF(Div, 2, 2, 0, NULL, .grad = ir_grad_Div)
+BIN_DEF(Pow, 2, 2, 0, pow_workspace, .grad = ir_grad_Pow)
+BIN_DEF(Mod, 2, 2, 0, NULL, .grad = ir_grad_Mod)
+BIN_DEF(Sum, 1, 64, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Sum)
+BIN_DEF(Min, 1, 64, 0, NULL, .grad = ir_grad_Min)
+BIN_DEF(Max, 1, 64, 0, NULL, .grad = ir_grad_Max)
 BIN_DEF(Equal, 2, 2, 0, NULL)
 BIN_DEF(Less, 2, 2, 0, NULL)
 BIN_DEF(LessOrEqual, 2, 2, 0, NULL)
@@ -508,4 +499,4 @@ BIN_DEF(GreaterOrEqual, 2, 2, 0, NULL)
 BIN_DEF(And, 2, 2, 0, NULL)
 BIN_DEF(Or, 2, 2, 0, NULL)
 BIN_DEF(Xor, 2, 2, 0, NULL)
-BIN_DEF(Where, 3, 3, 0, NULL)
+BIN_DEF(Where, 3, 3, 0, NULL, .grad = ir_grad_Where)

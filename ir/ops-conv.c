@@ -10,44 +10,17 @@
  * takes (conv_path() decides both). Kernels run float32; other float dtypes infer and count but
  * their kernels answer IR_ERR_UNSUPPORTED. Conv and ConvTranspose are multilinear in (X, W)
  * when they have no bias. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <cblas.h>
 #include <string.h>
 
-typedef struct conv_geom {
-    int S;                  /* spatial rank, 1..3 */
-    int64_t N, C, M, group; /* batch, input channels, output channels, groups */
-    bool bias;
-    /* spatial geometry, right-aligned in 3 slots */
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-} conv_geom;
-
 enum conv_path { PATH_IM2COL, PATH_GEMM_DIRECT, PATH_DEPTHWISE };
 
-static int64_t prod3(const int64_t *v) {
-    return v[0] * v[1] * v[2];
-}
-
-/* Reads an optional ints attribute that must have exactly cnt values. */
-static ir_status attr_ints_n(const ir_node *n, const char *name, int cnt, int64_t def, int64_t *out,
-                             ir_diag *d) {
-    const int64_t *v;
-    int m = ir_attr_ints(n, name, &v);
-    if (m < 0) {
-        for (int i = 0; i < cnt; i++) out[i] = def;
-        return IR_OK;
-    }
-    if (m != cnt)
-        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute %s has %d values, expected %d", name,
-                            m, cnt);
-    for (int i = 0; i < cnt; i++) out[i] = v[i];
-    return IR_OK;
-}
-
 /* Reads X, W (and B) shapes and the attributes of node n into cg, validating them. */
-static ir_status conv_parse(const ir_graph *g, const ir_node *n, bool transpose, conv_geom *cg,
-                            ir_diag *d) {
+ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_conv_geom *cg,
+                        ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *w = ir_node_in(g, n, 1), *b = ir_node_in(g, n, 2);
     char s1[96], s2[96];
     memset(cg, 0, sizeof *cg);
@@ -96,11 +69,11 @@ static ir_status conv_parse(const ir_graph *g, const ir_node *n, bool transpose,
     }
     int64_t ks[3], st[3], dl[3], pads[6], opad[3], oshape[5];
     ir_status rc;
-    if ((rc = attr_ints_n(n, "strides", S, 1, st, d)) ||
-        (rc = attr_ints_n(n, "dilations", S, 1, dl, d)) ||
-        (rc = attr_ints_n(n, "pads", 2 * S, 0, pads, d)) ||
-        (rc = attr_ints_n(n, "kernel_shape", S, 0, ks, d)) ||
-        (rc = attr_ints_n(n, "output_padding", S, 0, opad, d)))
+    if ((rc = ir_attr_ints_n(n, "strides", S, 1, st, d)) ||
+        (rc = ir_attr_ints_n(n, "dilations", S, 1, dl, d)) ||
+        (rc = ir_attr_ints_n(n, "pads", 2 * S, 0, pads, d)) ||
+        (rc = ir_attr_ints_n(n, "kernel_shape", S, 0, ks, d)) ||
+        (rc = ir_attr_ints_n(n, "output_padding", S, 0, opad, d)))
         return rc;
     const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
     bool same_up = !strcmp(ap, "SAME_UPPER"), same_lo = !strcmp(ap, "SAME_LOWER");
@@ -178,8 +151,8 @@ static ir_status conv_parse(const ir_graph *g, const ir_node *n, bool transpose,
 }
 
 static ir_status conv_infer_common(ir_graph *g, ir_node *n, bool transpose, ir_diag *d) {
-    conv_geom cg;
-    ir_status st = conv_parse(g, n, transpose, &cg, d);
+    ir_conv_geom cg;
+    ir_status st = ir_conv_parse(g, n, transpose, &cg, d);
     if (st) return st;
     ir_shape out = {.rank = cg.S + 2};
     out.dims[0] = cg.N;
@@ -196,7 +169,7 @@ static ir_status convt_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return conv_infer_common(g, n, true, d);
 }
 
-static enum conv_path conv_path(const conv_geom *cg) {
+static enum conv_path conv_path(const ir_conv_geom *cg) {
     if (cg->C / cg->group == 1) return PATH_DEPTHWISE;
     bool unit = true;
     for (int i = 0; i < 3; i++)
@@ -205,41 +178,30 @@ static enum conv_path conv_path(const conv_geom *cg) {
 }
 
 static double conv_flops(const ir_graph *g, const ir_node *n) {
-    conv_geom cg;
-    if (conv_parse(g, n, false, &cg, NULL)) return 0;
-    double outs = (double)cg.N * (double)cg.M * (double)prod3(cg.out);
-    return outs * (2.0 * (double)(cg.C / cg.group) * (double)prod3(cg.k) + (cg.bias ? 1 : 0));
+    ir_conv_geom cg;
+    if (ir_conv_parse(g, n, false, &cg, NULL)) return 0;
+    double outs = (double)cg.N * (double)cg.M * (double)ir_prod3(cg.out);
+    return outs * (2.0 * (double)(cg.C / cg.group) * (double)ir_prod3(cg.k) + (cg.bias ? 1 : 0));
 }
 
 static double convt_flops(const ir_graph *g, const ir_node *n) {
-    conv_geom cg;
-    if (conv_parse(g, n, true, &cg, NULL)) return 0;
-    double macs = (double)cg.N * (double)cg.C * (double)prod3(cg.in) * (double)(cg.M / cg.group) *
-                  (double)prod3(cg.k);
-    return 2.0 * macs + (cg.bias ? (double)cg.N * (double)cg.M * (double)prod3(cg.out) : 0);
+    ir_conv_geom cg;
+    if (ir_conv_parse(g, n, true, &cg, NULL)) return 0;
+    double macs = (double)cg.N * (double)cg.C * (double)ir_prod3(cg.in) *
+                  (double)(cg.M / cg.group) * (double)ir_prod3(cg.k);
+    return 2.0 * macs + (cg.bias ? (double)cg.N * (double)cg.M * (double)ir_prod3(cg.out) : 0);
 }
 
 static size_t conv_workspace(const ir_graph *g, const ir_node *n) {
-    conv_geom cg;
-    if (conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
-    return (size_t)(cg.C / cg.group * prod3(cg.k) * prod3(cg.out)) * sizeof(float);
+    ir_conv_geom cg;
+    if (ir_conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
+    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) * sizeof(float);
 }
 
 static size_t convt_workspace(const ir_graph *g, const ir_node *n) {
-    conv_geom cg;
-    if (conv_parse(g, n, true, &cg, NULL)) return 0;
-    return (size_t)(cg.M / cg.group * prod3(cg.k) * prod3(cg.in)) * sizeof(float);
-}
-
-/* The positions o in [0, n_pos) for which o*s + off lands in [0, bound): [*lo, *hi). */
-static void valid_range(int64_t off, int64_t s, int64_t bound, int64_t n_pos, int64_t *lo,
-                        int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t h = bound - 1 - off < 0 ? 0 : (bound - 1 - off) / s + 1;
-    if (h > n_pos) h = n_pos;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
+    ir_conv_geom cg;
+    if (ir_conv_parse(g, n, true, &cg, NULL)) return 0;
+    return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_prod3(cg.in)) * sizeof(float);
 }
 
 /* Fills `rows` rows of `len` floats with bias[0..rows) (or zeros). */
@@ -251,8 +213,8 @@ static void fill_rows(float *y, const float *bias, int64_t rows, int64_t len) {
 }
 
 /* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels. */
-static void im2col(const float *x, float *col, const conv_geom *cg, int64_t Cg) {
-    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+void ir_conv_im2col(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg) {
+    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
     IR_PARALLEL_FOR(Cg * K * OS >= IR_PAR_MIN)
     for (int64_t r = 0; r < Cg * K; r++) {
@@ -261,7 +223,7 @@ static void im2col(const float *x, float *col, const conv_geom *cg, int64_t Cg) 
         const float *xc = x + c * IS;
         float *dst = col + r * OS;
         int64_t off = kw * dl[2] - pb[2], lo, hi;
-        valid_range(off, s[2], in[2], out[2], &lo, &hi);
+        ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
         for (int64_t od = 0; od < out[0]; od++) {
             int64_t id = od * s[0] - pb[0] + kd * dl[0];
             for (int64_t oh = 0; oh < out[1]; oh++, dst += out[2]) {
@@ -282,14 +244,6 @@ static void im2col(const float *x, float *col, const conv_geom *cg, int64_t Cg) 
     }
 }
 
-/* Hot loops get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
- * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT_CLONES
-#endif
-
 /* The valid output columns of the first DW_TAB kernel columns, hoisted out of the row loops
  * (two divisions per row of ~50 multiply-adds would dominate otherwise). */
 enum { DW_TAB = 32 };
@@ -309,9 +263,9 @@ dw_interior(float *restrict yr, const float *restrict xr, const float *restrict 
 
 /* One output plane of a conv with one input channel per group: xc is its input channel, wm its
  * kernel, ym the plane (already holding the bias). */
-HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict wm,
-                                float *restrict ym, const conv_geom *cg, const int64_t *lo_t,
-                                const int64_t *hi_t) {
+IR_HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict wm,
+                                   float *restrict ym, const ir_conv_geom *cg, const int64_t *lo_t,
+                                   const int64_t *hi_t) {
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
     /* unit-stride rows with a 3-, 5- or 7-wide kernel take the unrolled interior path; the
      * columns outside it (and every other shape) go tap by tap */
@@ -349,7 +303,7 @@ HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict 
                             lo = lo_t[kw];
                             hi = hi_t[kw];
                         } else {
-                            valid_range(off, s[2], in[2], out[2], &lo, &hi);
+                            ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
                         }
                         const float wv = wr[kw];
                         if (s[2] != 1) {
@@ -370,13 +324,13 @@ HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict 
 /* Convs with one input channel per group: each output channel m reads input channel
  * m / (M/group) only, so a direct loop over output rows beats im2col + a 1-row gemm. */
 static void conv_depthwise(const float *x, const float *w, const float *b, float *y,
-                           const conv_geom *cg) {
-    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+                           const ir_conv_geom *cg) {
+    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
     const int64_t Mg = cg->M / cg->group;
     int64_t lo_t[DW_TAB], hi_t[DW_TAB];
     for (int64_t kw = 0; kw < cg->k[2] && kw < DW_TAB; kw++)
-        valid_range(kw * cg->d[2] - cg->pb[2], cg->s[2], cg->in[2], cg->out[2], &lo_t[kw],
-                    &hi_t[kw]);
+        ir_conv_valid_range(kw * cg->d[2] - cg->pb[2], cg->s[2], cg->in[2], cg->out[2], &lo_t[kw],
+                            &hi_t[kw]);
     IR_PARALLEL_FOR(cg->N * cg->M * OS * K >= IR_PAR_MIN)
     for (int64_t nm = 0; nm < cg->N * cg->M; nm++) {
         int64_t bn = nm / cg->M, m = nm % cg->M;
@@ -385,23 +339,15 @@ static void conv_depthwise(const float *x, const float *w, const float *b, float
     }
 }
 
-static ir_status check_f32(const ir_kernel_ctx *k) {
-    if (k->in[0].dtype != IR_F32)
-        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                            "the CPU kernel runs float32 only, not %s",
-                            ir_dtype_name(k->in[0].dtype));
-    return IR_OK;
-}
-
 static ir_status conv_kernel(const ir_kernel_ctx *k) {
-    conv_geom cg;
-    ir_status st = conv_parse(k->graph, k->node, false, &cg, k->diag);
-    if (st || (st = check_f32(k))) return st;
+    ir_conv_geom cg;
+    ir_status st = ir_conv_parse(k->graph, k->node, false, &cg, k->diag);
+    if (st || (st = ir_check_f32(k))) return st;
     const float *x = k->in[0].data, *w = k->in[1].data;
     const float *b = k->n_in > 2 ? k->in[2].data : NULL;
     float *y = k->out[0].data, *col = k->workspace;
-    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = prod3(cg.k);
-    const int64_t IS = prod3(cg.in), OS = prod3(cg.out);
+    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
+    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
     enum conv_path path = conv_path(&cg);
     if (path == PATH_DEPTHWISE) {
         conv_depthwise(x, w, b, y, &cg);
@@ -412,7 +358,7 @@ static ir_status conv_kernel(const ir_kernel_ctx *k) {
         for (int64_t gi = 0; gi < cg.group; gi++) {
             const float *xg = x + (bn * cg.C + gi * Cg) * IS, *wg = w + gi * Mg * Cg * K;
             float *yg = y + (bn * cg.M + gi * Mg) * OS;
-            if (path == PATH_IM2COL) im2col(xg, col, &cg, Cg);
+            if (path == PATH_IM2COL) ir_conv_im2col(xg, col, &cg, Cg);
             if (b) fill_rows(yg, b + gi * Mg, Mg, OS);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Mg, (int)OS, (int)(Cg * K),
                         1.0f, wg, (int)(Cg * K), path == PATH_IM2COL ? col : xg, (int)OS,
@@ -423,8 +369,8 @@ static ir_status conv_kernel(const ir_kernel_ctx *k) {
 
 /* y[m, o*s - pb + k*d] += col[(m,k), i]: the adjoint of im2col, one output channel per
  * iteration so that parallel iterations never write the same element. */
-static void col2im(const float *col, float *y, const conv_geom *cg, int64_t Mg) {
-    const int64_t K = prod3(cg->k), OS = prod3(cg->out), IS = prod3(cg->in);
+static void col2im(const float *col, float *y, const ir_conv_geom *cg, int64_t Mg) {
+    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
     IR_PARALLEL_FOR(Mg * K * IS >= IR_PAR_MIN)
     for (int64_t m = 0; m < Mg; m++) {
@@ -433,7 +379,7 @@ static void col2im(const float *col, float *y, const conv_geom *cg, int64_t Mg) 
             int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
             const float *src = col + (m * K + kk) * IS;
             int64_t off = kw * dl[2] - pb[2], lo, hi;
-            valid_range(off, s[2], out[2], in[2], &lo, &hi);
+            ir_conv_valid_range(off, s[2], out[2], in[2], &lo, &hi);
             for (int64_t id = 0; id < in[0]; id++) {
                 int64_t od = id * s[0] - pb[0] + kd * dl[0];
                 for (int64_t ih = 0; ih < in[1]; ih++) {
@@ -449,14 +395,14 @@ static void col2im(const float *col, float *y, const conv_geom *cg, int64_t Mg) 
 }
 
 static ir_status convt_kernel(const ir_kernel_ctx *k) {
-    conv_geom cg;
-    ir_status st = conv_parse(k->graph, k->node, true, &cg, k->diag);
-    if (st || (st = check_f32(k))) return st;
+    ir_conv_geom cg;
+    ir_status st = ir_conv_parse(k->graph, k->node, true, &cg, k->diag);
+    if (st || (st = ir_check_f32(k))) return st;
     const float *x = k->in[0].data, *w = k->in[1].data;
     const float *b = k->n_in > 2 ? k->in[2].data : NULL;
     float *y = k->out[0].data, *col = k->workspace;
-    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = prod3(cg.k);
-    const int64_t IS = prod3(cg.in), OS = prod3(cg.out);
+    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
+    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
     IR_ASSERT(k->workspace_bytes >= (size_t)(Mg * K * IS) * sizeof(float));
     for (int64_t bn = 0; bn < cg.N; bn++)
         for (int64_t gi = 0; gi < cg.group; gi++) {
@@ -471,30 +417,9 @@ static ir_status convt_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Conv = {
-    .name = "Conv",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = conv_infer,
-    .flops = conv_flops,
-    .workspace = conv_workspace,
-    .kernel = conv_kernel,
-};
+IR_OP_DEF(Conv, 2, 3, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = conv_infer, .flops = conv_flops,
+          .workspace = conv_workspace, .kernel = conv_kernel, .grad = ir_grad_Conv);
 
-const ir_op_def ir_opdef_ConvTranspose = {
-    .name = "ConvTranspose",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = convt_infer,
-    .flops = convt_flops,
-    .workspace = convt_workspace,
-    .kernel = convt_kernel,
-};
+IR_OP_DEF(ConvTranspose, 2, 3, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = convt_infer,
+          .flops = convt_flops, .workspace = convt_workspace, .kernel = convt_kernel,
+          .grad = ir_grad_ConvTranspose);

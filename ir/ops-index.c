@@ -7,6 +7,7 @@
  * constant, and kernels check every index before they write, returning IR_ERR_INVALID with the
  * value. Gather is the embedding lookup of GPT models and the shape-index op of PyTorch
  * exports, so its kernel copies whole rows (memcpy of everything after the axis). */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -97,16 +98,8 @@ static ir_status gather_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Gather = {
-    .name = "Gather",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = gather_infer,
-    .kernel = gather_kernel,
-};
+IR_OP_DEF(Gather, 2, 2, 1, 1, .infer = gather_infer, .kernel = gather_kernel,
+          .grad = ir_grad_Gather);
 
 /* ---------------------------------------------------------------- GatherElements */
 
@@ -167,16 +160,8 @@ static ir_status gather_elements_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_GatherElements = {
-    .name = "GatherElements",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = gather_elements_infer,
-    .kernel = gather_elements_kernel,
-};
+IR_OP_DEF(GatherElements, 2, 2, 1, 1, .infer = gather_elements_infer,
+          .kernel = gather_elements_kernel, .grad = ir_grad_GatherElements);
 
 /* ---------------------------------------------------------------- ScatterND */
 
@@ -185,6 +170,7 @@ enum scatter_red { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN };
 static ir_status scatter_reduction(const ir_node *n, enum scatter_red *red, ir_diag *d) {
     static const char *const names[] = {"none", "add", "mul", "max", "min"};
     const char *s = ir_attr_str(n, "reduction", "none");
+    *red = RED_NONE;
     for (int i = 0; i < 5; i++)
         if (strcmp(s, names[i]) == 0) {
             *red = (enum scatter_red)i;
@@ -317,17 +303,8 @@ static ir_status scatter_nd_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_ScatterND = {
-    .name = "ScatterND",
-    .domain = "",
-    .min_in = 3,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = scatter_nd_infer,
-    .flops = scatter_flops,
-    .kernel = scatter_nd_kernel,
-};
+IR_OP_DEF(ScatterND, 3, 3, 1, 1, .infer = scatter_nd_infer, .flops = scatter_flops,
+          .kernel = scatter_nd_kernel);
 
 /* ---------------------------------------------------------------- Trilu */
 
@@ -378,13 +355,4 @@ static ir_status trilu_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Trilu = {
-    .name = "Trilu",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = trilu_infer,
-    .kernel = trilu_kernel,
-};
+IR_OP_DEF(Trilu, 1, 2, 1, 1, .infer = trilu_infer, .kernel = trilu_kernel, .grad = ir_grad_Trilu);

@@ -11,48 +11,10 @@
  * Shape-like inputs (Split's split, Slice's starts/ends/axes/steps, Expand's shape, Tile's
  * repeats, Pad's pads) must be constants at inference; kernels re-read them from their input
  * tensors, or derive them from the output shapes inference computed. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <stdlib.h>
-
-/* ---------------------------------------------------------------- helpers */
-
-/* ir_const_ints as a status: optional inputs that are absent give *cnt = -2 and IR_OK. */
-static ir_status const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max,
-                            int *cnt, ir_diag *d) {
-    *cnt = ir_const_ints(g, n, i, out, max, d);
-    if (*cnt >= 0 || *cnt == -2) return IR_OK;
-    return ir_value_data(ir_node_in(g, n, i)) ? IR_ERR_INVALID : IR_ERR_UNSUPPORTED;
-}
-
-/* Kernel-side twin of ir_const_ints: input i's values, -2 when it is absent, -1 when there are
- * more than max (inference has already rejected that). */
-static int tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max) {
-    if (i >= k->n_in || !k->in[i].data) return -2;
-    int64_t cnt = ir_tensor_numel(&k->in[i]);
-    if (cnt > max) return -1;
-    for (int64_t j = 0; j < cnt; j++) out[j] = ir_load_i64(k->in[i].data, k->in[i].dtype, j);
-    return (int)cnt;
-}
-
-/* Fills n elements of es bytes with *elem: memset when the pattern is all zero bits (zero in
- * every dtype), otherwise by doubling memcpy so that the work is a few large copies. */
-static void fill_elems(void *dst, int64_t n, const void *elem, size_t es) {
-    size_t total = (size_t)n * es;
-    if (!total) return;
-    bool zero = true;
-    for (size_t b = 0; b < es; b++) zero = zero && ((const unsigned char *)elem)[b] == 0;
-    if (zero) {
-        memset(dst, 0, total);
-        return;
-    }
-    memcpy(dst, elem, es);
-    for (size_t done = es; done < total;) {
-        size_t c = done < total - done ? done : total - done;
-        memcpy((char *)dst + done, dst, c);
-        done += c;
-    }
-}
 
 /* ---------------------------------------------------------------- strided copy */
 
@@ -122,7 +84,7 @@ static void copy_run(char *d, const char *s, size_t es, int64_t n, int64_t is, i
         return;
     }
     if (is == 0 && os == 1) { /* a broadcast row */
-        fill_elems(d, n, s, es);
+        ir_fill_elems(d, n, s, es);
         return;
     }
     switch (es) {
@@ -243,16 +205,8 @@ static ir_status transpose_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Transpose = {
-    .name = "Transpose",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = transpose_infer,
-    .kernel = transpose_kernel,
-};
+IR_OP_DEF(Transpose, 1, 1, 1, 1, .infer = transpose_infer, .kernel = transpose_kernel,
+          .grad = ir_grad_Transpose);
 
 /* ---------------------------------------------------------------- Concat, Split */
 
@@ -329,16 +283,8 @@ static ir_status split_kernel(const ir_kernel_ctx *k) {
     return parts_kernel(k, true);
 }
 
-const ir_op_def ir_opdef_Concat = {
-    .name = "Concat",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1 << 20,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = concat_infer,
-    .kernel = concat_kernel,
-};
+IR_OP_DEF(Concat, 1, 1 << 20, 1, 1, .infer = concat_infer, .kernel = concat_kernel,
+          .grad = ir_grad_Concat);
 
 static ir_status split_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -348,7 +294,7 @@ static ir_status split_infer(ir_graph *g, ir_node *n, ir_diag *d) {
                             (long long)ir_attr_int(n, "axis", 0), r);
     int64_t *sp = malloc(sizeof(int64_t) * (size_t)no);
     if (!sp) return ir_node_fail(d, IR_ERR_NOMEM, n, "out of memory");
-    ir_status st = const_ints(g, n, 1, sp, no, &cnt, d);
+    ir_status st = ir_const_ints(g, n, 1, sp, no, &cnt, d);
     if (st != IR_OK) goto out;
     const int64_t *attr;
     int na = ir_attr_ints(n, "split", &attr); /* before opset 13 */
@@ -400,16 +346,8 @@ out:
     return st;
 }
 
-const ir_op_def ir_opdef_Split = {
-    .name = "Split",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1 << 20,
-    .infer = split_infer,
-    .kernel = split_kernel,
-};
+IR_OP_DEF(Split, 1, 2, 1, 1 << 20, .infer = split_infer, .kernel = split_kernel,
+          .grad = ir_grad_Split);
 
 /* ---------------------------------------------------------------- Slice */
 
@@ -458,7 +396,7 @@ static ir_status slice_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int64_t v[4][IR_MAX_RANK], first[IR_MAX_RANK], step[IR_MAX_RANK];
     int cnt[4];
     for (int i = 0; i < 4; i++) {
-        ir_status st = const_ints(g, n, i + 1, v[i], IR_MAX_RANK, &cnt[i], d);
+        ir_status st = ir_const_ints(g, n, i + 1, v[i], IR_MAX_RANK, &cnt[i], d);
         if (st != IR_OK) return st;
     }
     ir_shape out;
@@ -473,7 +411,7 @@ static ir_status slice_kernel(const ir_kernel_ctx *k) {
     int64_t v[4][IR_MAX_RANK], first[IR_MAX_RANK], step[IR_MAX_RANK], xs[IR_MAX_RANK];
     int cnt[4];
     for (int i = 0; i < 4; i++)
-        if ((cnt[i] = tensor_ints(k, i + 1, v[i], IR_MAX_RANK)) == -1)
+        if ((cnt[i] = ir_tensor_ints(k, i + 1, v[i], IR_MAX_RANK)) == -1)
             return ir_node_fail(k->diag, IR_ERR_INVALID, k->node, "input %d is too long", i + 1);
     ir_shape out;
     ir_status st = slice_params(k->node, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3],
@@ -491,16 +429,7 @@ static ir_status slice_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Slice = {
-    .name = "Slice",
-    .domain = "",
-    .min_in = 3,
-    .max_in = 5,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = slice_infer,
-    .kernel = slice_kernel,
-};
+IR_OP_DEF(Slice, 3, 5, 1, 1, .infer = slice_infer, .kernel = slice_kernel, .grad = ir_grad_Slice);
 
 /* ---------------------------------------------------------------- Expand, Tile */
 
@@ -508,12 +437,9 @@ static ir_status expand_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t sh[IR_MAX_RANK];
     int cnt;
-    ir_status st = const_ints(g, n, 1, sh, IR_MAX_RANK, &cnt, d);
+    ir_status st = ir_const_ints(g, n, 1, sh, IR_MAX_RANK, &cnt, d);
+    if (st == IR_OK) st = ir_check_sizes(n, "shape", sh, cnt, d);
     if (st != IR_OK) return st;
-    for (int i = 0; i < cnt; i++)
-        if (sh[i] < 0)
-            return ir_node_fail(d, IR_ERR_INVALID, n, "shape[%d] = %lld is negative", i,
-                                (long long)sh[i]);
     ir_shape want = ir_shape_make(cnt, sh), out;
     char a[160], b[160];
     if (!ir_shape_broadcast(&x->shape, &want, &out))
@@ -530,32 +456,20 @@ static ir_status expand_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Expand = {
-    .name = "Expand",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = expand_infer,
-    .kernel = expand_kernel,
-};
+IR_OP_DEF(Expand, 2, 2, 1, 1, .infer = expand_infer, .kernel = expand_kernel,
+          .grad = ir_grad_Expand);
 
 static ir_status tile_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t rep[IR_MAX_RANK];
     int cnt;
-    ir_status st = const_ints(g, n, 1, rep, IR_MAX_RANK, &cnt, d);
+    ir_status st = ir_const_ints(g, n, 1, rep, IR_MAX_RANK, &cnt, d);
     if (st != IR_OK) return st;
     if (cnt != x->shape.rank)
         return ir_node_fail(d, IR_ERR_INVALID, n, "%d repeats for rank %d", cnt, x->shape.rank);
+    if ((st = ir_check_sizes(n, "repeats", rep, cnt, d)) != IR_OK) return st;
     ir_shape out = x->shape;
-    for (int i = 0; i < cnt; i++) {
-        if (rep[i] < 0)
-            return ir_node_fail(d, IR_ERR_INVALID, n, "repeats[%d] = %lld is negative", i,
-                                (long long)rep[i]);
-        out.dims[i] *= rep[i];
-    }
+    for (int i = 0; i < cnt; i++) out.dims[i] *= rep[i];
     ir_set_out(g, n, 0, x->dtype, &out);
     return IR_OK;
 }
@@ -580,16 +494,7 @@ static ir_status tile_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Tile = {
-    .name = "Tile",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = tile_infer,
-    .kernel = tile_kernel,
-};
+IR_OP_DEF(Tile, 2, 2, 1, 1, .infer = tile_infer, .kernel = tile_kernel, .grad = ir_grad_Tile);
 
 /* ---------------------------------------------------------------- Pad */
 
@@ -640,8 +545,8 @@ static ir_status pad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int nraw, naxes;
     enum pad_mode mode;
-    ir_status st = const_ints(g, n, 1, raw, 2 * IR_MAX_RANK, &nraw, d);
-    if (st == IR_OK) st = const_ints(g, n, 3, axes, IR_MAX_RANK, &naxes, d);
+    ir_status st = ir_const_ints(g, n, 1, raw, 2 * IR_MAX_RANK, &nraw, d);
+    if (st == IR_OK) st = ir_const_ints(g, n, 3, axes, IR_MAX_RANK, &naxes, d);
     if (st != IR_OK) return st;
     if (nraw == -2) {
         const int64_t *p;
@@ -682,8 +587,8 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
     int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int64_t xs[IR_MAX_RANK], lo[IR_MAX_RANK], hi[IR_MAX_RANK];
     enum pad_mode mode;
-    int nraw = tensor_ints(k, 1, raw, 2 * IR_MAX_RANK),
-        naxes = tensor_ints(k, 3, axes, IR_MAX_RANK);
+    int nraw = ir_tensor_ints(k, 1, raw, 2 * IR_MAX_RANK),
+        naxes = ir_tensor_ints(k, 3, axes, IR_MAX_RANK);
     if (nraw == -2) {
         const int64_t *p;
         nraw = ir_attr_ints(k->node, "pads", &p);
@@ -737,7 +642,7 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
                 if (j >= y->shape.dims[dd]) break;
                 char *blk = row + (size_t)j * block;
                 if (mode == PAD_CONSTANT)
-                    fill_elems(blk, v.os[dd], cval, es);
+                    ir_fill_elems(blk, v.os[dd], cval, es);
                 else
                     memcpy(blk,
                            row + (size_t)(pad_source(j, pb[dd], x->shape.dims[dd], mode) + pb[dd]) *
@@ -749,13 +654,4 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Pad = {
-    .name = "Pad",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 4,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = pad_infer,
-    .kernel = pad_kernel,
-};
+IR_OP_DEF(Pad, 1, 4, 1, 1, .infer = pad_infer, .kernel = pad_kernel, .grad = ir_grad_Pad);

@@ -4,6 +4,7 @@
  * float32 runs on cblas_sgemm and float64 on cblas_dgemm; integer dtypes (met when constant
  * folding runs shape arithmetic) take a plain triple loop in int64. When the right operand
  * has no batch (or a batch of ones), MatMul folds the left batch into M and issues one gemm. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <cblas.h>
@@ -40,10 +41,7 @@ static void gemm_any(ir_dtype t, bool ta, bool tb, int64_t M, int64_t N, int64_t
             if (is_int) {
                 int64_t v =
                     (int64_t)alpha * isum + (beta != 0 ? (int64_t)beta * ir_load_i64(C, t, ic) : 0);
-                if (t == IR_I64)
-                    ((int64_t *)C)[ic] = v;
-                else
-                    ir_store_f64(C, t, ic, (double)v);
+                ir_store_i64(C, t, ic, v);
             } else {
                 double c0 = beta != 0 ? beta * ir_load_f64(C, t, ic) : 0;
                 ir_store_f64(C, t, ic, alpha * fsum + c0);
@@ -218,27 +216,8 @@ static ir_status gemm_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_MatMul = {
-    .name = "MatMul",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = matmul_infer,
-    .flops = matmul_flops,
-    .kernel = matmul_kernel,
-};
+IR_OP_DEF(MatMul, 2, 2, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = matmul_infer,
+          .flops = matmul_flops, .kernel = matmul_kernel, .grad = ir_grad_MatMul);
 
-const ir_op_def ir_opdef_Gemm = {
-    .name = "Gemm",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = gemm_infer,
-    .flops = gemm_flops,
-    .kernel = gemm_kernel,
-};
+IR_OP_DEF(Gemm, 2, 3, 1, 1, .infer = gemm_infer, .flops = gemm_flops, .kernel = gemm_kernel,
+          .grad = ir_grad_Gemm);

@@ -13,24 +13,13 @@
  * Softmax/LogSoftmax use opset-13 semantics (one axis, default -1); graphs below opset 13 get
  * the old semantics (default axis 1, the input coerced to 2-D at axis). All statistics are
  * accumulated in double. Kernels run float32. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 
-/* Row helpers get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
- * x86-64; `omp simd reduction` lets float sums vectorize (reassociation is fine for these). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT_CLONES
-#endif
-#ifdef _OPENMP
-#define SIMD_REDUCE(clause) IR_PRAGMA(omp simd reduction(clause))
-#define SIMD IR_PRAGMA(omp simd) /* also lets GCC if-convert float compares (trapping math) */
-#else
-#define SIMD_REDUCE(clause)
-#define SIMD
-#endif
+/* Row helpers are IR_HOT_CLONES; their float sums are IR_SIMD_REDUCE (reassociation is fine for
+ * these). */
 
 /* e^x as plain arithmetic the compiler vectorizes (expf is one libm call per element): Cephes'
  * expf, x = n ln2 + r with a degree-5 polynomial for e^r and 2^n built in the exponent bits;
@@ -52,15 +41,6 @@ static inline float exp_approx(float x) {
         float f;
     } scale = {.i = ((int32_t)n + 127) << 23}; /* a union, not memcpy: that one vectorizes */
     return p * scale.f;
-}
-
-static ir_status check_f32(const ir_kernel_ctx *k) {
-    for (int i = 0; i < k->n_in; i++)
-        if (k->in[i].data && k->in[i].dtype != IR_F32 && ir_dtype_is_float(k->in[i].dtype))
-            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                                "the CPU kernel runs float32 only, not %s",
-                                ir_dtype_name(k->in[i].dtype));
-    return IR_OK;
 }
 
 static ir_status check_float_input(const ir_graph *g, const ir_node *n, int i, ir_diag *d) {
@@ -87,7 +67,7 @@ static void scale_shift(const float *x, float *y, int64_t n, float a, float b) {
 
 /* ---------------------------------------------------------------- BatchNormalization */
 
-static bool bn_training(const ir_node *n) {
+bool ir_bn_training(const ir_node *n) {
     int64_t tm = ir_attr_int(n, "training_mode", -1);
     if (tm >= 0) return tm != 0;
     for (int i = 1; i < n->n_out; i++)
@@ -95,15 +75,18 @@ static bool bn_training(const ir_node *n) {
     return false;
 }
 
-static ir_status bn_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+/* Inputs of BatchNormalization and InstanceNormalization: X of rank >= min_rank (N, C, ...)
+ * and n_in - 1 per-channel parameters (scale, B, mean, var) of shape [C], all float. */
+static ir_status check_channel_inputs(const ir_graph *g, const ir_node *n, int min_rank, int n_in,
+                                      ir_diag *d) {
+    static const char *const names[5] = {"X", "scale", "B", "mean", "var"};
     const ir_value *x = ir_node_in(g, n, 0);
     char buf[96];
-    if (x->shape.rank < 2)
-        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank >= 2 (N,C,...)",
-                            ir_shape_str(&x->shape, buf, sizeof buf));
+    if (x->shape.rank < min_rank)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank >= %d (N,C,...)",
+                            ir_shape_str(&x->shape, buf, sizeof buf), min_rank);
     int64_t C = x->shape.dims[1];
-    static const char *names[5] = {"X", "scale", "B", "mean", "var"};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n_in; i++) {
         ir_status st = check_float_input(g, n, i, d);
         if (st) return st;
         const ir_value *v = ir_node_in(g, n, i);
@@ -111,7 +94,15 @@ static ir_status bn_infer(ir_graph *g, ir_node *n, ir_diag *d) {
             return ir_node_fail(d, IR_ERR_SHAPE, n, "%s has shape %s; expected [%lld]", names[i],
                                 ir_shape_str(&v->shape, buf, sizeof buf), (long long)C);
     }
-    bool train = bn_training(n);
+    return IR_OK;
+}
+
+static ir_status bn_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    ir_status st = check_channel_inputs(g, n, 2, 5, d);
+    if (st) return st;
+    int64_t C = x->shape.dims[1];
+    bool train = ir_bn_training(n);
     int extra = 0;
     for (int i = 1; i < n->n_out; i++) extra += n->out[i] >= 0;
     if (!train && extra)
@@ -127,11 +118,11 @@ static ir_status bn_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 
 static double bn_flops(const ir_graph *g, const ir_node *n) {
     double numel = (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
-    return (bn_training(n) ? 5.0 : 2.0) * numel;
+    return (ir_bn_training(n) ? 5.0 : 2.0) * numel;
 }
 
 static ir_status bn_kernel(const ir_kernel_ctx *k) {
-    ir_status st = check_f32(k);
+    ir_status st = ir_check_f32(k);
     if (st) return st;
     const ir_shape *xs = &k->in[0].shape;
     const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
@@ -140,7 +131,7 @@ static ir_status bn_kernel(const ir_kernel_ctx *k) {
                 *mean = k->in[3].data, *var = k->in[4].data;
     float *y = k->out[0].data;
     const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
-    if (!bn_training(k->node)) {
+    if (!ir_bn_training(k->node)) {
         IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
         for (int64_t p = 0; p < N * C; p++) {
             int64_t c = p % C;
@@ -181,14 +172,14 @@ static ir_status bn_kernel(const ir_kernel_ctx *k) {
 /* ---------------------------------------------------------------- LayerNormalization */
 
 /* One row: y = (x - mean) * inv * scale + bias, scale/bias broadcast when *1 is set. */
-HOT_CLONES static void ln_row(const float *restrict x, float *restrict y, int64_t n,
-                              const float *restrict sc, bool sc1, const float *restrict b, bool b1,
-                              double eps, float *mean_out, float *inv_out) {
+IR_HOT_CLONES static void ln_row(const float *restrict x, float *restrict y, int64_t n,
+                                 const float *restrict sc, bool sc1, const float *restrict b,
+                                 bool b1, double eps, float *mean_out, float *inv_out) {
     float s = 0, q = 0;
-    SIMD_REDUCE(+ : s)
+    IR_SIMD_REDUCE(+ : s)
     for (int64_t i = 0; i < n; i++) s += x[i];
     const float m = n ? s / (float)n : 0;
-    SIMD_REDUCE(+ : q)
+    IR_SIMD_REDUCE(+ : q)
     for (int64_t i = 0; i < n; i++) q += (x[i] - m) * (x[i] - m);
     const float inv = (float)(1.0 / sqrt((n ? q / (float)n : 0) + eps));
     if (!sc1 && b && !b1) {
@@ -240,7 +231,7 @@ static double ln_flops(const ir_graph *g, const ir_node *n) {
 }
 
 static ir_status ln_kernel(const ir_kernel_ctx *k) {
-    ir_status st = check_f32(k);
+    ir_status st = ir_check_f32(k);
     int axis = 0;
     if (st || (st = ln_axis(&k->in[0].shape, k->node, &axis, k->diag))) return st;
     for (int i = 1; i < k->n_out; i++)
@@ -271,25 +262,14 @@ static ir_status ln_kernel(const ir_kernel_ctx *k) {
 
 static ir_status in_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    char buf[96];
-    if (x->shape.rank < 3)
-        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank >= 3 (N,C,...)",
-                            ir_shape_str(&x->shape, buf, sizeof buf));
-    for (int i = 0; i < 3; i++) {
-        ir_status st = check_float_input(g, n, i, d);
-        if (st) return st;
-        const ir_value *v = ir_node_in(g, n, i);
-        if (i && (v->shape.rank != 1 || v->shape.dims[0] != x->shape.dims[1]))
-            return ir_node_fail(d, IR_ERR_SHAPE, n, "%s has shape %s; expected [%lld]",
-                                i == 1 ? "scale" : "B", ir_shape_str(&v->shape, buf, sizeof buf),
-                                (long long)x->shape.dims[1]);
-    }
+    ir_status st = check_channel_inputs(g, n, 3, 3, d);
+    if (st) return st;
     ir_set_out(g, n, 0, x->dtype, &x->shape);
     return IR_OK;
 }
 
 static ir_status in_kernel(const ir_kernel_ctx *k) {
-    ir_status st = check_f32(k);
+    ir_status st = ir_check_f32(k);
     if (st) return st;
     const ir_shape *xs = &k->in[0].shape;
     const int64_t NC = xs->dims[0] * xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
@@ -311,8 +291,8 @@ static ir_status in_kernel(const ir_kernel_ctx *k) {
 
 /* Splits X into [outer, len, inner] around the softmax axis (see the file comment for the
  * pre-13 coercion to 2-D). */
-static ir_status sm_split(const ir_graph *g, const ir_node *n, const ir_shape *xs, int64_t *outer,
-                          int64_t *len, int64_t *inner, ir_diag *d) {
+ir_status ir_softmax_split(const ir_graph *g, const ir_node *n, const ir_shape *xs, int64_t *outer,
+                           int64_t *len, int64_t *inner, ir_diag *d) {
     bool old = g->opset > 0 && g->opset < 13;
     int64_t a = ir_attr_int(n, "axis", old ? 1 : -1);
     int axis = 0;
@@ -335,7 +315,7 @@ static ir_status sm_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t o, l, i;
     ir_status st = check_float_input(g, n, 0, d);
-    if (st || (st = sm_split(g, n, &x->shape, &o, &l, &i, d))) return st;
+    if (st || (st = ir_softmax_split(g, n, &x->shape, &o, &l, &i, d))) return st;
     ir_set_out(g, n, 0, x->dtype, &x->shape);
     return IR_OK;
 }
@@ -349,11 +329,11 @@ static double sm_flops(const ir_graph *g, const ir_node *n) {
 static inline __attribute__((always_inline)) void
 softmax_line(const float *restrict x, float *restrict y, int64_t len, int64_t stride, bool log_sm) {
     float mx = -INFINITY, sum = 0;
-    SIMD_REDUCE(max : mx)
+    IR_SIMD_REDUCE(max : mx)
     for (int64_t i = 0; i < len; i++) mx = x[i * stride] > mx ? x[i * stride] : mx;
     /* separate map and sum loops: fused, GCC leaves the exp loop scalar */
-    SIMD for (int64_t i = 0; i < len; i++) y[i * stride] = exp_approx(x[i * stride] - mx);
-    SIMD_REDUCE(+ : sum)
+    IR_SIMD for (int64_t i = 0; i < len; i++) y[i * stride] = exp_approx(x[i * stride] - mx);
+    IR_SIMD_REDUCE(+ : sum)
     for (int64_t i = 0; i < len; i++) sum += y[i * stride];
     if (log_sm) {
         const float lse = mx + logf(sum);
@@ -364,18 +344,19 @@ softmax_line(const float *restrict x, float *restrict y, int64_t len, int64_t st
     for (int64_t i = 0; i < len; i++) y[i * stride] *= inv;
 }
 
-HOT_CLONES static void softmax_row(const float *x, float *y, int64_t len, bool log_sm) {
+IR_HOT_CLONES static void softmax_row(const float *x, float *y, int64_t len, bool log_sm) {
     softmax_line(x, y, len, 1, log_sm);
 }
-HOT_CLONES static void softmax_strided(const float *x, float *y, int64_t len, int64_t stride,
-                                       bool log_sm) {
+IR_HOT_CLONES static void softmax_strided(const float *x, float *y, int64_t len, int64_t stride,
+                                          bool log_sm) {
     softmax_line(x, y, len, stride, log_sm);
 }
 
 static ir_status sm_run(const ir_kernel_ctx *k, bool log_sm) {
     int64_t outer, len, inner;
-    ir_status st = check_f32(k);
-    if (st || (st = sm_split(k->graph, k->node, &k->in[0].shape, &outer, &len, &inner, k->diag)))
+    ir_status st = ir_check_f32(k);
+    if (st ||
+        (st = ir_softmax_split(k->graph, k->node, &k->in[0].shape, &outer, &len, &inner, k->diag)))
         return st;
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
@@ -397,62 +378,17 @@ static ir_status logsoftmax_kernel(const ir_kernel_ctx *k) {
     return sm_run(k, true);
 }
 
-const ir_op_def ir_opdef_BatchNormalization = {
-    .name = "BatchNormalization",
-    .domain = "",
-    .min_in = 5,
-    .max_in = 5,
-    .min_out = 1,
-    .max_out = 5,
-    .infer = bn_infer,
-    .flops = bn_flops,
-    .kernel = bn_kernel,
-};
+IR_OP_DEF(BatchNormalization, 5, 5, 1, 5, .infer = bn_infer, .flops = bn_flops, .kernel = bn_kernel,
+          .grad = ir_grad_BatchNormalization);
 
-const ir_op_def ir_opdef_LayerNormalization = {
-    .name = "LayerNormalization",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 3,
-    .infer = ln_infer,
-    .flops = ln_flops,
-    .kernel = ln_kernel,
-};
+IR_OP_DEF(LayerNormalization, 2, 3, 1, 3, .infer = ln_infer, .flops = ln_flops, .kernel = ln_kernel,
+          .grad = ir_grad_LayerNormalization);
 
-const ir_op_def ir_opdef_InstanceNormalization = {
-    .name = "InstanceNormalization",
-    .domain = "",
-    .min_in = 3,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = in_infer,
-    .flops = ln_flops,
-    .kernel = in_kernel,
-};
+IR_OP_DEF(InstanceNormalization, 3, 3, 1, 1, .infer = in_infer, .flops = ln_flops,
+          .kernel = in_kernel, .grad = ir_grad_InstanceNormalization);
 
-const ir_op_def ir_opdef_Softmax = {
-    .name = "Softmax",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = sm_infer,
-    .flops = sm_flops,
-    .kernel = softmax_kernel,
-};
+IR_OP_DEF(Softmax, 1, 1, 1, 1, .infer = sm_infer, .flops = sm_flops, .kernel = softmax_kernel,
+          .grad = ir_grad_Softmax);
 
-const ir_op_def ir_opdef_LogSoftmax = {
-    .name = "LogSoftmax",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = sm_infer,
-    .flops = sm_flops,
-    .kernel = logsoftmax_kernel,
-};
+IR_OP_DEF(LogSoftmax, 1, 1, 1, 1, .infer = sm_infer, .flops = sm_flops, .kernel = logsoftmax_kernel,
+          .grad = ir_grad_LogSoftmax);

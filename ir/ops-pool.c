@@ -6,35 +6,11 @@
  * the ceil_mode overhang), otherwise by the number of real elements. Geometry is padded to 3
  * spatial dims (leading dims of size 1) so one loop nest serves 1-, 2- and 3-D; planes (n, c)
  * run in parallel. Kernels run float32; MaxPool's Indices output uses row-major storage only. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct pool_geom {
-    int S;
-    int64_t NC; /* planes */
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-} pool_geom;
-
-static int64_t prod3(const int64_t *v) {
-    return v[0] * v[1] * v[2];
-}
-
-static ir_status attr_ints_n(const ir_node *n, const char *name, int cnt, int64_t def, int64_t *out,
-                             ir_diag *d) {
-    const int64_t *v;
-    int m = ir_attr_ints(n, name, &v);
-    if (m < 0) {
-        for (int i = 0; i < cnt; i++) out[i] = def;
-        return IR_OK;
-    }
-    if (m != cnt)
-        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute %s has %d values, expected %d", name,
-                            m, cnt);
-    for (int i = 0; i < cnt; i++) out[i] = v[i];
-    return IR_OK;
-}
 
 static ir_status check_input(const ir_graph *g, const ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -49,19 +25,17 @@ static ir_status check_input(const ir_graph *g, const ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-static ir_status pool_parse(const ir_graph *g, const ir_node *n, pool_geom *pg, ir_diag *d) {
-    ir_status st = check_input(g, n, d);
-    if (st) return st;
-    const ir_value *x = ir_node_in(g, n, 0);
-    int S = x->shape.rank - 2;
+ir_status ir_pool_parse(const ir_node *n, const ir_shape *xs, ir_pool_geom *pg, ir_diag *d) {
+    ir_status st;
+    int S = xs->rank - 2;
     int64_t ks[3], str[3], dl[3], pads[6];
     const int64_t *kv;
     if (ir_attr_ints(n, "kernel_shape", &kv) < 0)
         return ir_node_fail(d, IR_ERR_INVALID, n, "attribute kernel_shape is required");
-    if ((st = attr_ints_n(n, "kernel_shape", S, 1, ks, d)) ||
-        (st = attr_ints_n(n, "strides", S, 1, str, d)) ||
-        (st = attr_ints_n(n, "dilations", S, 1, dl, d)) ||
-        (st = attr_ints_n(n, "pads", 2 * S, 0, pads, d)))
+    if ((st = ir_attr_ints_n(n, "kernel_shape", S, 1, ks, d)) ||
+        (st = ir_attr_ints_n(n, "strides", S, 1, str, d)) ||
+        (st = ir_attr_ints_n(n, "dilations", S, 1, dl, d)) ||
+        (st = ir_attr_ints_n(n, "pads", 2 * S, 0, pads, d)))
         return st;
     bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
     const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
@@ -71,11 +45,11 @@ static ir_status pool_parse(const ir_graph *g, const ir_node *n, pool_geom *pg, 
         return ir_node_fail(d, IR_ERR_INVALID, n, "auto_pad '%s' is not a valid value", ap);
     memset(pg, 0, sizeof *pg);
     pg->S = S;
-    pg->NC = x->shape.dims[0] * x->shape.dims[1];
+    pg->NC = xs->dims[0] * xs->dims[1];
     for (int i = 0; i < 3; i++) pg->in[i] = pg->out[i] = pg->k[i] = pg->s[i] = pg->d[i] = 1;
     for (int i = 0; i < S; i++) {
         int j = 3 - S + i;
-        int64_t in = x->shape.dims[2 + i], pb = pads[i], pe = pads[S + i], out;
+        int64_t in = xs->dims[2 + i], pb = pads[i], pe = pads[S + i], out;
         if (ks[i] < 1 || str[i] < 1 || dl[i] < 1 || pb < 0 || pe < 0)
             return ir_node_fail(d, IR_ERR_INVALID, n,
                                 "spatial dim %d: kernel %lld, stride %lld, dilation %lld must be "
@@ -112,14 +86,20 @@ static ir_status pool_parse(const ir_graph *g, const ir_node *n, pool_geom *pg, 
     return IR_OK;
 }
 
-static void pool_out_shape(const ir_graph *g, const ir_node *n, const pool_geom *pg, ir_shape *s) {
+static ir_status pool_parse(const ir_graph *g, const ir_node *n, ir_pool_geom *pg, ir_diag *d) {
+    ir_status st = check_input(g, n, d);
+    return st ? st : ir_pool_parse(n, &ir_node_in(g, n, 0)->shape, pg, d);
+}
+
+static void pool_out_shape(const ir_graph *g, const ir_node *n, const ir_pool_geom *pg,
+                           ir_shape *s) {
     const ir_value *x = ir_node_in(g, n, 0);
     *s = x->shape;
     for (int i = 0; i < pg->S; i++) s->dims[2 + i] = pg->out[3 - pg->S + i];
 }
 
 static ir_status maxpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
-    pool_geom pg;
+    ir_pool_geom pg;
     ir_status st = pool_parse(g, n, &pg, d);
     if (st) return st;
     ir_shape s;
@@ -135,7 +115,7 @@ static ir_status maxpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 static ir_status avgpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
-    pool_geom pg;
+    ir_pool_geom pg;
     ir_status st = pool_parse(g, n, &pg, d);
     if (st) return st;
     for (int i = 0; i < 3; i++)
@@ -148,54 +128,29 @@ static ir_status avgpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 static double pool_flops(const ir_graph *g, const ir_node *n) {
-    pool_geom pg;
+    ir_pool_geom pg;
     if (pool_parse(g, n, &pg, NULL)) return 0;
-    return (double)pg.NC * (double)prod3(pg.out) * (double)prod3(pg.k);
-}
-
-static ir_status check_f32(const ir_kernel_ctx *k) {
-    if (k->in[0].dtype != IR_F32)
-        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                            "the CPU kernel runs float32 only, not %s",
-                            ir_dtype_name(k->in[0].dtype));
-    return IR_OK;
-}
-
-/* The kernel taps [*kl, *kh) of a window starting at `start` that land inside [0, in). */
-static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *kl,
-                             int64_t *kh) {
-    int64_t l, h;
-    if (d == 1) { /* the common case, without the divisions that would dominate a 3x3 window */
-        l = start < 0 ? -start : 0;
-        h = in - start <= 0 ? 0 : in - start;
-    } else {
-        l = start < 0 ? (-start + d - 1) / d : 0;
-        h = in - start <= 0 ? 0 : (in - start + d - 1) / d;
-    }
-    if (h > k) h = k;
-    *kl = l;
-    *kh = h > l ? h : l;
+    return (double)pg.NC * (double)ir_prod3(pg.out) * (double)ir_prod3(pg.k);
 }
 
 /* Runs the max or average window of every output position of plane p. */
-static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *idx, int64_t p,
+static void pool_plane(const ir_pool_geom *pg, const float *x, float *y, int64_t *idx, int64_t p,
                        bool is_max, bool count_pad) {
-    const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb,
-                  *pe = pg->pe;
-    const int64_t IS = prod3(in), OS = prod3(out);
+    const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb;
+    const int64_t IS = ir_prod3(in), OS = ir_prod3(out);
     const float *xp = x + p * IS;
     float *yp = y + p * OS;
     int64_t *ip = idx ? idx + p * OS : NULL;
     int64_t st[3], kl[3], kh[3];
     for (int64_t od = 0; od < out[0]; od++) {
         st[0] = od * s[0] - pb[0];
-        tap_range(st[0], k[0], dl[0], in[0], &kl[0], &kh[0]);
+        ir_pool_taps(st[0], k[0], dl[0], in[0], &kl[0], &kh[0]);
         for (int64_t oh = 0; oh < out[1]; oh++) {
             st[1] = oh * s[1] - pb[1];
-            tap_range(st[1], k[1], dl[1], in[1], &kl[1], &kh[1]);
+            ir_pool_taps(st[1], k[1], dl[1], in[1], &kl[1], &kh[1]);
             for (int64_t ow = 0; ow < out[2]; ow++) {
                 st[2] = ow * s[2] - pb[2];
-                tap_range(st[2], k[2], dl[2], in[2], &kl[2], &kh[2]);
+                ir_pool_taps(st[2], k[2], dl[2], in[2], &kl[2], &kh[2]);
                 int64_t o = (od * out[1] + oh) * out[2] + ow;
                 if (is_max) {
                     float best = -INFINITY;
@@ -222,13 +177,6 @@ static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *i
                     yp[o] = best;
                     if (ip) ip[o] = p * IS + bi;
                 } else {
-                    /* dilation is 1 here: taps are the clipped window itself */
-                    int64_t cnt_pad = 1, cnt = 1;
-                    for (int i = 0; i < 3; i++) {
-                        int64_t e = st[i] + k[i];
-                        cnt_pad *= (e > in[i] + pe[i] ? in[i] + pe[i] : e) - st[i];
-                        cnt *= kh[i] - kl[i];
-                    }
                     double sum = 0;
                     for (int64_t a = kl[0]; a < kh[0]; a++)
                         for (int64_t b = kl[1]; b < kh[1]; b++) {
@@ -236,7 +184,7 @@ static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *i
                                 xp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
                             for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c];
                         }
-                    int64_t div = count_pad ? cnt_pad : cnt;
+                    int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
                     yp[o] = div > 0 ? (float)(sum / (double)div) : 0.0f;
                 }
             }
@@ -245,15 +193,15 @@ static void pool_plane(const pool_geom *pg, const float *x, float *y, int64_t *i
 }
 
 static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {
-    pool_geom pg;
+    ir_pool_geom pg;
     ir_status st = pool_parse(k->graph, k->node, &pg, k->diag);
-    if (st || (st = check_f32(k))) return st;
+    if (st || (st = ir_check_f32(k))) return st;
     bool count_pad = ir_attr_int(k->node, "count_include_pad", 0) != 0;
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
     int64_t *idx = (is_max && k->n_out > 1) ? k->out[1].data : NULL;
-    const int64_t OS = prod3(pg.out);
-    IR_PARALLEL_FOR(pg.NC * OS * prod3(pg.k) >= IR_PAR_MIN)
+    const int64_t OS = ir_prod3(pg.out);
+    IR_PARALLEL_FOR(pg.NC * OS * ir_prod3(pg.k) >= IR_PAR_MIN)
     for (int64_t p = 0; p < pg.NC; p++) pool_plane(&pg, x, y, idx, p, is_max, count_pad);
     return IR_OK;
 }
@@ -281,7 +229,7 @@ static double global_flops(const ir_graph *g, const ir_node *n) {
 }
 
 static ir_status global_run(const ir_kernel_ctx *k, bool is_max) {
-    ir_status st = check_f32(k);
+    ir_status st = ir_check_f32(k);
     if (st) return st;
     const ir_shape *xs = &k->in[0].shape;
     const int64_t NC = xs->dims[0] * xs->dims[1], IS = ir_tensor_numel(&k->in[0]) / (NC ? NC : 1);
@@ -310,52 +258,14 @@ static ir_status gmax_kernel(const ir_kernel_ctx *k) {
     return global_run(k, true);
 }
 
-const ir_op_def ir_opdef_MaxPool = {
-    .name = "MaxPool",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 2,
-    .infer = maxpool_infer,
-    .flops = pool_flops,
-    .kernel = maxpool_kernel,
-};
+IR_OP_DEF(MaxPool, 1, 1, 1, 2, .infer = maxpool_infer, .flops = pool_flops,
+          .kernel = maxpool_kernel, .grad = ir_grad_MaxPool);
 
-const ir_op_def ir_opdef_AveragePool = {
-    .name = "AveragePool",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = avgpool_infer,
-    .flops = pool_flops,
-    .kernel = avgpool_kernel,
-};
+IR_OP_DEF(AveragePool, 1, 1, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = avgpool_infer,
+          .flops = pool_flops, .kernel = avgpool_kernel, .grad = ir_grad_AveragePool);
 
-const ir_op_def ir_opdef_GlobalAveragePool = {
-    .name = "GlobalAveragePool",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = global_infer,
-    .flops = global_flops,
-    .kernel = gavg_kernel,
-};
+IR_OP_DEF(GlobalAveragePool, 1, 1, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = global_infer,
+          .flops = global_flops, .kernel = gavg_kernel, .grad = ir_grad_GlobalAveragePool);
 
-const ir_op_def ir_opdef_GlobalMaxPool = {
-    .name = "GlobalMaxPool",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = global_infer,
-    .flops = global_flops,
-    .kernel = gmax_kernel,
-};
+IR_OP_DEF(GlobalMaxPool, 1, 1, 1, 1, .infer = global_infer, .flops = global_flops,
+          .kernel = gmax_kernel, .grad = ir_grad_GlobalMaxPool);

@@ -9,37 +9,12 @@
  * a fast loop, parallel over `outer`; everything else (other dtypes, scattered axes, empty
  * reductions) walks the input once with an odometer and accumulates into the output, which is
  * exact for int64 and double, and accumulates in float for float32. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 
-/* Row helpers get AVX2 and AVX-512 clones chosen at load time (the build targets baseline
- * x86-64); `omp simd reduction` lets float accumulations vectorize. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOT_CLONES
-#endif
-#ifdef _OPENMP
-#define SIMD_REDUCE(clause) IR_PRAGMA(omp simd reduction(clause))
-#else
-#define SIMD_REDUCE(clause)
-#endif
-
 typedef enum rop { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2 } rop;
-
-/* Writes an int64 into element i of an integer (or float) buffer without a round trip through
- * double, so large int64 values stay exact. */
-static void store_i64(void *buf, ir_dtype t, int64_t i, int64_t v) {
-    switch (t) {
-    case IR_I64: ((int64_t *)buf)[i] = v; break;
-    case IR_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case IR_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case IR_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
-    default: ir_store_f64(buf, t, i, (double)v); break;
-    }
-}
 
 /* The largest (max) or smallest value of an integer dtype: the identity of ReduceMin/Max. */
 static int64_t int_limit(ir_dtype t, bool max) {
@@ -67,14 +42,14 @@ static void split_axis(const ir_shape *s, int axis, int64_t *outer, int64_t *R, 
 /* ---------------------------------------------------------------- reductions */
 
 /* mask[i] = dimension i is reduced; *noop when empty axes mean identity. */
-static ir_status reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *mask, bool *noop,
-                             ir_diag *d) {
+ir_status ir_reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *mask, bool *noop,
+                         ir_diag *d) {
     int64_t axes[IR_MAX_RANK * 2];
     int na;
     const int64_t *av;
     if (n->n_in > 1 && n->in[1] >= 0) {
-        na = ir_const_ints(g, n, 1, axes, IR_MAX_RANK * 2, d);
-        if (na < 0) return IR_ERR_UNSUPPORTED;
+        if (ir_const_ints(g, n, 1, axes, IR_MAX_RANK * 2, &na, d) != IR_OK)
+            return IR_ERR_UNSUPPORTED;
     } else {
         na = ir_attr_ints(n, "axes", &av);
         if (na > IR_MAX_RANK * 2)
@@ -100,7 +75,7 @@ static ir_status reduce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (!numeric(x->dtype))
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
     bool mask[IR_MAX_RANK], noop;
-    ir_status st = reduce_axes(g, n, x->shape.rank, mask, &noop, d);
+    ir_status st = ir_reduce_axes(g, n, x->shape.rank, mask, &noop, d);
     if (st) return st;
     bool keep = ir_attr_int(n, "keepdims", 1) != 0;
     ir_shape out = {0};
@@ -120,7 +95,7 @@ static double reduce_flops(const ir_graph *g, const ir_node *n) {
 
 /* Reduces R contiguous floats (R >= 1): vectorized float partial sums over blocks of 4096,
  * combined in double so long rows keep their precision. */
-HOT_CLONES static float reduce_row(rop op, const float *restrict x, int64_t R) {
+IR_HOT_CLONES static float reduce_row(rop op, const float *restrict x, int64_t R) {
     double acc = op == R_PROD ? 1 : 0;
     float mx = x[0], mn = x[0];
     for (int64_t b0 = 0; b0 < R; b0 += 4096) {
@@ -129,23 +104,23 @@ HOT_CLONES static float reduce_row(rop op, const float *restrict x, int64_t R) {
         switch (op) {
         case R_SUM:
         case R_MEAN:
-            SIMD_REDUCE(+ : s)
+            IR_SIMD_REDUCE(+ : s)
             for (int64_t r = b0; r < e; r++) s += x[r];
             break;
         case R_L2:
-            SIMD_REDUCE(+ : s)
+            IR_SIMD_REDUCE(+ : s)
             for (int64_t r = b0; r < e; r++) s += x[r] * x[r];
             break;
         case R_PROD:
-            SIMD_REDUCE(* : s)
+            IR_SIMD_REDUCE(* : s)
             for (int64_t r = b0; r < e; r++) s *= x[r];
             break;
         case R_MAX:
-            SIMD_REDUCE(max : mx)
+            IR_SIMD_REDUCE(max : mx)
             for (int64_t r = b0; r < e; r++) mx = x[r] > mx ? x[r] : mx;
             break;
         case R_MIN:
-            SIMD_REDUCE(min : mn)
+            IR_SIMD_REDUCE(min : mn)
             for (int64_t r = b0; r < e; r++) mn = x[r] < mn ? x[r] : mn;
             break;
         }
@@ -199,6 +174,19 @@ static void reduce_f32(rop op, const float *x, float *y, int64_t outer, int64_t 
     }
 }
 
+/* a = a (op) v for an accumulator of any arithmetic type (int64 or double). */
+#define ACCUMULATE(op, a, v)                                                                       \
+    do {                                                                                           \
+        switch (op) {                                                                              \
+        case R_SUM:                                                                                \
+        case R_MEAN: (a) += (v); break;                                                            \
+        case R_L2: (a) += (v) * (v); break;                                                        \
+        case R_PROD: (a) *= (v); break;                                                            \
+        case R_MAX: (a) = (v) > (a) ? (v) : (a); break;                                            \
+        case R_MIN: (a) = (v) < (a) ? (v) : (a); break;                                            \
+        }                                                                                          \
+    } while (0)
+
 /* Any dtype, any axes: one pass over the input accumulating into the output. */
 static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const bool *mask) {
     const ir_shape *xs = &xt->shape;
@@ -213,11 +201,11 @@ static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const boo
     }
     for (int64_t o = 0; o < ny; o++) {
         if (is_int)
-            store_i64(yt->data, t, o,
-                      op == R_PROD  ? 1
-                      : op == R_MAX ? int_limit(t, false)
-                      : op == R_MIN ? int_limit(t, true)
-                                    : 0);
+            ir_store_i64(yt->data, t, o,
+                         op == R_PROD  ? 1
+                         : op == R_MAX ? int_limit(t, false)
+                         : op == R_MIN ? int_limit(t, true)
+                                       : 0);
         else
             ir_store_f64(yt->data, t, o,
                          op == R_PROD  ? 1
@@ -228,25 +216,11 @@ static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const boo
     for (int64_t i = 0, o = 0; i < nx; i++) {
         if (is_int) {
             int64_t v = ir_load_i64(xt->data, t, i), a = ir_load_i64(yt->data, t, o);
-            switch (op) {
-            case R_SUM:
-            case R_MEAN: a += v; break;
-            case R_L2: a += v * v; break;
-            case R_PROD: a *= v; break;
-            case R_MAX: a = v > a ? v : a; break;
-            case R_MIN: a = v < a ? v : a; break;
-            }
-            store_i64(yt->data, t, o, a);
+            ACCUMULATE(op, a, v);
+            ir_store_i64(yt->data, t, o, a);
         } else {
             double v = ir_load_f64(xt->data, t, i), a = ir_load_f64(yt->data, t, o);
-            switch (op) {
-            case R_SUM:
-            case R_MEAN: a += v; break;
-            case R_L2: a += v * v; break;
-            case R_PROD: a *= v; break;
-            case R_MAX: a = v > a ? v : a; break;
-            case R_MIN: a = v < a ? v : a; break;
-            }
+            ACCUMULATE(op, a, v);
             ir_store_f64(yt->data, t, o, a);
         }
         for (int dd = xs->rank - 1; dd >= 0; dd--) { /* odometer, tracking the output offset */
@@ -260,7 +234,7 @@ static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const boo
     for (int64_t o = 0; o < ny; o++) {
         if (is_int) {
             int64_t a = ir_load_i64(yt->data, t, o);
-            store_i64(yt->data, t, o, op == R_MEAN ? (R ? a / R : 0) : (int64_t)sqrt((double)a));
+            ir_store_i64(yt->data, t, o, op == R_MEAN ? (R ? a / R : 0) : (int64_t)sqrt((double)a));
         } else {
             double a = ir_load_f64(yt->data, t, o);
             ir_store_f64(yt->data, t, o, op == R_MEAN ? a / (double)R : sqrt(a));
@@ -272,7 +246,7 @@ static ir_status reduce_run(const ir_kernel_ctx *k, rop op) {
     const ir_tensor *x = &k->in[0];
     ir_tensor *y = &k->out[0];
     bool mask[IR_MAX_RANK], noop;
-    ir_status st = reduce_axes(k->graph, k->node, x->shape.rank, mask, &noop, k->diag);
+    ir_status st = ir_reduce_axes(k->graph, k->node, x->shape.rank, mask, &noop, k->diag);
     if (st) return st;
     if (noop) {
         memcpy(y->data, x->data, (size_t)ir_tensor_numel(x) * ir_dtype_size(x->dtype));
@@ -382,8 +356,8 @@ static ir_status cumsum_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (ir_dtype_is_float(ax->dtype) || ir_shape_numel(&ax->shape) != 1)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "axis must be an integer scalar");
     int64_t a;
-    int axis = 0;
-    if (ir_value_data(ax) && ir_const_ints(g, n, 1, &a, 1, d) == 1 &&
+    int axis = 0, na = 0;
+    if (ir_value_data(ax) && ir_const_ints(g, n, 1, &a, 1, &na, d) == IR_OK && na == 1 &&
         !ir_norm_axis(a, x->shape.rank, &axis))
         return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
                             (long long)a, x->shape.rank);
@@ -422,7 +396,7 @@ static ir_status cumsum_kernel(const ir_kernel_ctx *k) {
                 } else if (is_int) {
                     int64_t v = (s ? ir_load_i64(y, t, prev) : 0) +
                                 (has_src ? ir_load_i64(x->data, t, src) : 0);
-                    store_i64(y, t, at, v);
+                    ir_store_i64(y, t, at, v);
                 } else {
                     double v = (s ? ir_load_f64(y, t, prev) : 0) +
                                (has_src ? ir_load_f64(x->data, t, src) : 0);
@@ -434,18 +408,8 @@ static ir_status cumsum_kernel(const ir_kernel_ctx *k) {
 }
 
 #define REDUCE_DEF(NAME, kern, fl)                                                                 \
-    const ir_op_def ir_opdef_##NAME = {                                                            \
-        .name = #NAME,                                                                             \
-        .domain = "",                                                                              \
-        .min_in = 1,                                                                               \
-        .max_in = 2,                                                                               \
-        .min_out = 1,                                                                              \
-        .max_out = 1,                                                                              \
-        .flags = (fl),                                                                             \
-        .infer = reduce_infer,                                                                     \
-        .flops = reduce_flops,                                                                     \
-        .kernel = kern,                                                                            \
-    };
+    IR_OP_DEF(NAME, 1, 2, 1, 1, .flags = (fl), .infer = reduce_infer, .flops = reduce_flops,       \
+              .kernel = kern, .grad = ir_grad_##NAME);
 REDUCE_DEF(ReduceMean, rmean_kernel, IR_OPF_MULTILINEAR)
 REDUCE_DEF(ReduceSum, rsum_kernel, IR_OPF_MULTILINEAR)
 REDUCE_DEF(ReduceMax, rmax_kernel, 0)
@@ -453,27 +417,8 @@ REDUCE_DEF(ReduceMin, rmin_kernel, 0)
 REDUCE_DEF(ReduceProd, rprod_kernel, 0)
 REDUCE_DEF(ReduceL2, rl2_kernel, 0)
 
-const ir_op_def ir_opdef_ArgMax = {
-    .name = "ArgMax",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = argmax_infer,
-    .flops = reduce_flops,
-    .kernel = argmax_kernel,
-};
+IR_OP_DEF(ArgMax, 1, 1, 1, 1, .infer = argmax_infer, .flops = reduce_flops,
+          .kernel = argmax_kernel);
 
-const ir_op_def ir_opdef_CumSum = {
-    .name = "CumSum",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_MULTILINEAR,
-    .infer = cumsum_infer,
-    .flops = reduce_flops,
-    .kernel = cumsum_kernel,
-};
+IR_OP_DEF(CumSum, 2, 2, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = cumsum_infer,
+          .flops = reduce_flops, .kernel = cumsum_kernel, .grad = ir_grad_CumSum);

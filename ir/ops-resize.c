@@ -9,6 +9,7 @@
  * parallel. Source coordinates are clamped to [0, in-1], which equals ONNX's edge padding.
  * Below opset 11 the inputs are (X, scales) with asymmetric coordinates and floor rounding,
  * as Resize-10 behaves. The kernel runs float32. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
@@ -91,8 +92,9 @@ static ir_status resize_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X must be a numeric tensor of rank >= 1");
     double sc[IR_MAX_RANK];
     int64_t sz[IR_MAX_RANK];
-    int nsz = ra.sizes_in >= 0 ? ir_const_ints(g, n, ra.sizes_in, sz, IR_MAX_RANK, d) : -2;
-    if (nsz == -1) return IR_ERR_UNSUPPORTED;
+    int nsz = -2;
+    if (ra.sizes_in >= 0 && ir_const_ints(g, n, ra.sizes_in, sz, IR_MAX_RANK, &nsz, d) != IR_OK)
+        return IR_ERR_UNSUPPORTED;
     ir_shape out = x->shape;
     if (nsz >= 0) {
         if (nsz != r)
@@ -128,11 +130,14 @@ static double resize_flops(const ir_graph *g, const ir_node *n) {
 }
 
 /* Per output coordinate: two int64 source indices and a float weight. */
-static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
-    const ir_shape *os = &ir_node_out(g, n, 0)->shape;
+size_t ir_resize_tab_bytes(const ir_shape *os) {
     int64_t tot = 0;
     for (int i = 0; i < os->rank; i++) tot += os->dims[i];
     return (size_t)tot * (2 * sizeof(int64_t) + sizeof(float));
+}
+
+static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
+    return ir_resize_tab_bytes(&ir_node_out(g, n, 0)->shape);
 }
 
 /* Source coordinate of output coordinate xo along a dim resized from `in` to `out`. */
@@ -158,26 +163,23 @@ static int64_t round_nearest(enum rs_round rnd, double x) {
     return 0;
 }
 
-static ir_status resize_kernel(const ir_kernel_ctx *k) {
+ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                             ir_resize_tab *t) {
     rs_attrs ra;
     ir_status st = rs_parse(k->graph, k->node, &ra, k->diag);
     if (st) return st;
-    if (k->in[0].dtype != IR_F32)
-        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                            "the CPU kernel runs float32 only, not %s",
-                            ir_dtype_name(k->in[0].dtype));
-    const ir_shape *is = &k->in[0].shape, *os = &k->out[0].shape;
     const int r = is->rank;
     const ir_tensor *sct = ra.scales_in < k->n_in ? &k->in[ra.scales_in] : NULL;
     const bool given = sct && sct->data && ir_tensor_numel(sct) == r;
-    int64_t tot = 0, base[IR_MAX_RANK], istr[IR_MAX_RANK];
+    int64_t tot = 0, *base = t->base, istr[IR_MAX_RANK];
     for (int i = 0; i < r; i++) {
         base[i] = tot;
         tot += os->dims[i];
     }
-    IR_ASSERT(k->workspace_bytes >= (size_t)tot * (2 * sizeof(int64_t) + sizeof(float)));
-    int64_t *i0 = k->workspace, *i1 = i0 + tot;
-    float *w = (float *)(i1 + tot);
+    IR_ASSERT(k->workspace_bytes >= ir_resize_tab_bytes(os));
+    int64_t *i0 = t->i0 = k->workspace, *i1 = t->i1 = i0 + tot;
+    float *w = t->w = (float *)(i1 + tot);
+    t->linear = ra.linear;
     ir_shape_strides(is, istr);
     for (int dd = 0; dd < r; dd++) {
         const int64_t in = is->dims[dd], out = os->dims[dd];
@@ -201,12 +203,27 @@ static ir_status resize_kernel(const ir_kernel_ctx *k) {
             w[base[dd] + xo] = wt;
         }
     }
+    return IR_OK;
+}
+
+static ir_status resize_kernel(const ir_kernel_ctx *k) {
+    if (k->in[0].dtype != IR_F32)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs float32 only, not %s",
+                            ir_dtype_name(k->in[0].dtype));
+    const ir_shape *is = &k->in[0].shape, *os = &k->out[0].shape;
+    const int r = is->rank;
+    ir_resize_tab tab;
+    ir_status st = ir_resize_tabulate(k, is, os, &tab);
+    if (st) return st;
+    const int64_t *i0 = tab.i0, *i1 = tab.i1, *base = tab.base;
+    const float *w = tab.w;
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
     const int64_t ow = os->dims[r - 1], rows = ow ? ir_tensor_numel(&k->out[0]) / ow : 0;
     const int64_t *l0 = i0 + base[r - 1], *l1 = i1 + base[r - 1];
     const float *lw = w + base[r - 1];
-    const int nc = ra.linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
+    const int nc = tab.linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
     IR_PARALLEL_FOR(rows * ow * nc >= IR_PAR_MIN)
     for (int64_t row = 0; row < rows; row++) {
         int64_t idx[IR_MAX_RANK], rem = row;
@@ -215,7 +232,7 @@ static ir_status resize_kernel(const ir_kernel_ctx *k) {
             rem /= os->dims[dd];
         }
         float *yr = y + row * ow;
-        if (!ra.linear) {
+        if (!tab.linear) {
             int64_t off = 0;
             for (int dd = 0; dd < r - 1; dd++) off += i0[base[dd] + idx[dd]];
             for (int64_t xo = 0; xo < ow; xo++) yr[xo] = x[off + l0[xo]];
@@ -240,15 +257,5 @@ static ir_status resize_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Resize = {
-    .name = "Resize",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 4,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = resize_infer,
-    .flops = resize_flops,
-    .workspace = resize_workspace,
-    .kernel = resize_kernel,
-};
+IR_OP_DEF(Resize, 1, 4, 1, 1, .infer = resize_infer, .flops = resize_flops,
+          .workspace = resize_workspace, .kernel = resize_kernel, .grad = ir_grad_Resize);

@@ -8,24 +8,17 @@
  *    fresh output: the executor runs every node as a real op, so outputs never alias inputs;
  *  - every kernel works on raw bytes (or, for Range, on the four dtypes ONNX allows), so each
  *    dtype of ir.h is supported. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 
 /* ---------------------------------------------------------------- helpers */
 
-/* ir_const_ints as a status: optional inputs that are absent give *cnt = -2 and IR_OK. */
-static ir_status const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *out, int max,
-                            int *cnt, ir_diag *d) {
-    *cnt = ir_const_ints(g, n, i, out, max, d);
-    if (*cnt >= 0 || *cnt == -2) return IR_OK;
-    return ir_value_data(ir_node_in(g, n, i)) ? IR_ERR_INVALID : IR_ERR_UNSUPPORTED;
-}
-
 /* Axes of Squeeze/Unsqueeze: input 1 since opset 13, the `axes` attribute before. *cnt = -2
  * when neither is given. */
 static ir_status axes_of(const ir_graph *g, const ir_node *n, int64_t *axes, int *cnt, ir_diag *d) {
-    ir_status st = const_ints(g, n, 1, axes, IR_MAX_RANK, cnt, d);
+    ir_status st = ir_const_ints(g, n, 1, axes, IR_MAX_RANK, cnt, d);
     if (st != IR_OK || *cnt != -2) return st;
     const int64_t *a;
     int na = ir_attr_ints(n, "axes", &a);
@@ -36,29 +29,29 @@ static ir_status axes_of(const ir_graph *g, const ir_node *n, int64_t *axes, int
     return IR_OK;
 }
 
+/* Sets mark[a] for each of the cnt axes, normalized against rank, refusing one out of range or
+ * repeated. For Squeeze, x is the input and each marked dim must have size 1; Unsqueeze passes
+ * NULL and the output rank. */
+static ir_status mark_axes(const ir_node *n, const int64_t *axes, int cnt, int rank,
+                           const ir_shape *x, bool *mark, ir_diag *d) {
+    for (int i = 0; i < cnt; i++) {
+        int ax;
+        if (!ir_norm_axis(axes[i], rank, &ax) || rank == 0)
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for %srank %d",
+                                (long long)axes[i], x ? "" : "output ", rank);
+        if (mark[ax]) return ir_node_fail(d, IR_ERR_INVALID, n, "axis %d is repeated", ax);
+        if (x && x->dims[ax] != 1)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "cannot squeeze axis %d of size %lld", ax,
+                                (long long)x->dims[ax]);
+        mark[ax] = true;
+    }
+    return IR_OK;
+}
+
 static ir_status copy_kernel(const ir_kernel_ctx *k) {
     size_t bytes = (size_t)ir_tensor_numel(&k->in[0]) * ir_dtype_size(k->in[0].dtype);
     if (bytes && k->out[0].data != k->in[0].data) memcpy(k->out[0].data, k->in[0].data, bytes);
     return IR_OK;
-}
-
-/* Fills n elements of es bytes with *elem: memset when the pattern is all zero bits (zero in
- * every dtype), otherwise by doubling memcpy so that the work is a few large copies. */
-static void fill_elems(void *dst, int64_t n, const void *elem, size_t es) {
-    size_t total = (size_t)n * es;
-    if (!total) return;
-    bool zero = true;
-    for (size_t b = 0; b < es; b++) zero = zero && ((const unsigned char *)elem)[b] == 0;
-    if (zero) {
-        memset(dst, 0, total);
-        return;
-    }
-    memcpy(dst, elem, es);
-    for (size_t done = es; done < total;) {
-        size_t c = done < total - done ? done : total - done;
-        memcpy((char *)dst + done, dst, c);
-        done += c;
-    }
 }
 
 /* ---------------------------------------------------------------- Reshape */
@@ -67,7 +60,7 @@ static ir_status reshape_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t sh[IR_MAX_RANK];
     int cnt;
-    ir_status st = const_ints(g, n, 1, sh, IR_MAX_RANK, &cnt, d);
+    ir_status st = ir_const_ints(g, n, 1, sh, IR_MAX_RANK, &cnt, d);
     if (st != IR_OK) return st;
     bool allowzero = ir_attr_int(n, "allowzero", 0) != 0;
     ir_shape out = {.rank = cnt};
@@ -117,16 +110,8 @@ static ir_status reshape_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Reshape = {
-    .name = "Reshape",
-    .domain = "",
-    .min_in = 2,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = reshape_infer,
-    .kernel = copy_kernel,
-};
+IR_OP_DEF(Reshape, 2, 2, 1, 1, .infer = reshape_infer, .kernel = copy_kernel,
+          .grad = ir_grad_Reshape);
 
 /* ---------------------------------------------------------------- Flatten */
 
@@ -144,16 +129,8 @@ static ir_status flatten_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Flatten = {
-    .name = "Flatten",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = flatten_infer,
-    .kernel = copy_kernel,
-};
+IR_OP_DEF(Flatten, 1, 1, 1, 1, .infer = flatten_infer, .kernel = copy_kernel,
+          .grad = ir_grad_Flatten);
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */
 
@@ -167,17 +144,7 @@ static ir_status squeeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (cnt == -2) { /* no axes: every dim of size 1 */
         for (int i = 0; i < r; i++) drop[i] = x->shape.dims[i] == 1;
     }
-    for (int i = 0; i < cnt; i++) {
-        int ax;
-        if (!ir_norm_axis(axes[i], r, &ax) || r == 0)
-            return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
-                                (long long)axes[i], r);
-        if (drop[ax]) return ir_node_fail(d, IR_ERR_INVALID, n, "axis %d is repeated", ax);
-        if (x->shape.dims[ax] != 1)
-            return ir_node_fail(d, IR_ERR_SHAPE, n, "cannot squeeze axis %d of size %lld", ax,
-                                (long long)x->shape.dims[ax]);
-        drop[ax] = true;
-    }
+    if ((st = mark_axes(n, axes, cnt, r, &x->shape, drop, d)) != IR_OK) return st;
     ir_shape out = {0};
     for (int i = 0; i < r; i++)
         if (!drop[i]) out.dims[out.rank++] = x->shape.dims[i];
@@ -185,16 +152,8 @@ static ir_status squeeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Squeeze = {
-    .name = "Squeeze",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = squeeze_infer,
-    .kernel = copy_kernel,
-};
+IR_OP_DEF(Squeeze, 1, 2, 1, 1, .infer = squeeze_infer, .kernel = copy_kernel,
+          .grad = ir_grad_Squeeze);
 
 static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -208,31 +167,15 @@ static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "output rank %d exceeds %d", orank,
                             IR_MAX_RANK);
     bool ins[IR_MAX_RANK] = {false};
-    for (int i = 0; i < cnt; i++) {
-        int ax;
-        if (!ir_norm_axis(axes[i], orank, &ax))
-            return ir_node_fail(d, IR_ERR_INVALID, n,
-                                "axis %lld is out of range for output rank %d", (long long)axes[i],
-                                orank);
-        if (ins[ax]) return ir_node_fail(d, IR_ERR_INVALID, n, "axis %d is repeated", ax);
-        ins[ax] = true;
-    }
+    if ((st = mark_axes(n, axes, cnt, orank, NULL, ins, d)) != IR_OK) return st;
     ir_shape out = {.rank = orank};
     for (int i = 0, j = 0; i < orank; i++) out.dims[i] = ins[i] ? 1 : x->shape.dims[j++];
     ir_set_out(g, n, 0, x->dtype, &out);
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Unsqueeze = {
-    .name = "Unsqueeze",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 2,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = unsqueeze_infer,
-    .kernel = copy_kernel,
-};
+IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .infer = unsqueeze_infer, .kernel = copy_kernel,
+          .grad = ir_grad_Unsqueeze);
 
 /* ---------------------------------------------------------------- Shape, Size */
 
@@ -262,17 +205,8 @@ static ir_status shape_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Shape = {
-    .name = "Shape",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_SHAPE_ONLY,
-    .infer = shape_infer,
-    .kernel = shape_kernel,
-};
+IR_OP_DEF(Shape, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY, .infer = shape_infer,
+          .kernel = shape_kernel);
 
 static ir_status size_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_shape out = {0};
@@ -285,17 +219,7 @@ static ir_status size_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Size = {
-    .name = "Size",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_SHAPE_ONLY,
-    .infer = size_infer,
-    .kernel = size_kernel,
-};
+IR_OP_DEF(Size, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY, .infer = size_infer, .kernel = size_kernel);
 
 /* ---------------------------------------------------------------- Constant */
 
@@ -366,16 +290,7 @@ static ir_status constant_kernel(const ir_kernel_ctx *k) {
     return st;
 }
 
-const ir_op_def ir_opdef_Constant = {
-    .name = "Constant",
-    .domain = "",
-    .min_in = 0,
-    .max_in = 0,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = constant_infer,
-    .kernel = constant_kernel,
-};
+IR_OP_DEF(Constant, 0, 0, 1, 1, .infer = constant_infer, .kernel = constant_kernel);
 
 /* ---------------------------------------------------------------- ConstantOfShape */
 
@@ -384,11 +299,9 @@ static const float cos_default_value = 0.0f;
 /* The fill element: the one-element tensor attribute `value`, float32 0 by default. */
 static ir_status cos_value(const ir_node *n, ir_dtype *t, const void **elem, ir_diag *d) {
     const ir_attr *a = ir_attr_find(n, "value");
-    if (!a) {
-        *t = IR_F32;
-        *elem = &cos_default_value;
-        return IR_OK;
-    }
+    *t = IR_F32;
+    *elem = &cos_default_value;
+    if (!a) return IR_OK;
     if (a->type != IR_ATTR_TENSOR || ir_shape_numel(&a->t_shape) != 1 || !a->t_blob ||
         !ir_dtype_size(a->t_dtype) || ir_blob_bytes(a->t_blob) < ir_dtype_size(a->t_dtype))
         return ir_node_fail(d, IR_ERR_INVALID, n, "'value' must be a one-element tensor");
@@ -402,13 +315,10 @@ static ir_status cos_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int cnt;
     ir_dtype t;
     const void *elem;
-    ir_status st = const_ints(g, n, 0, sh, IR_MAX_RANK, &cnt, d);
+    ir_status st = ir_const_ints(g, n, 0, sh, IR_MAX_RANK, &cnt, d);
     if (st == IR_OK) st = cos_value(n, &t, &elem, d);
+    if (st == IR_OK) st = ir_check_sizes(n, "shape", sh, cnt, d);
     if (st != IR_OK) return st;
-    for (int i = 0; i < cnt; i++)
-        if (sh[i] < 0)
-            return ir_node_fail(d, IR_ERR_INVALID, n, "shape[%d] = %lld is negative", i,
-                                (long long)sh[i]);
     ir_shape out = ir_shape_make(cnt, sh);
     ir_set_out(g, n, 0, t, &out);
     return IR_OK;
@@ -419,20 +329,11 @@ static ir_status cos_kernel(const ir_kernel_ctx *k) {
     const void *elem;
     ir_status st = cos_value(k->node, &t, &elem, k->diag);
     if (st == IR_OK)
-        fill_elems(k->out[0].data, ir_tensor_numel(&k->out[0]), elem, ir_dtype_size(t));
+        ir_fill_elems(k->out[0].data, ir_tensor_numel(&k->out[0]), elem, ir_dtype_size(t));
     return st;
 }
 
-const ir_op_def ir_opdef_ConstantOfShape = {
-    .name = "ConstantOfShape",
-    .domain = "",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = cos_infer,
-    .kernel = cos_kernel,
-};
+IR_OP_DEF(ConstantOfShape, 1, 1, 1, 1, .infer = cos_infer, .kernel = cos_kernel);
 
 /* ---------------------------------------------------------------- Range */
 
@@ -510,13 +411,4 @@ static ir_status range_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Range = {
-    .name = "Range",
-    .domain = "",
-    .min_in = 3,
-    .max_in = 3,
-    .min_out = 1,
-    .max_out = 1,
-    .infer = range_infer,
-    .kernel = range_kernel,
-};
+IR_OP_DEF(Range, 3, 3, 1, 1, .infer = range_infer, .kernel = range_kernel);

@@ -14,21 +14,14 @@
  *  - Cast follows C conversions except that float to integer truncates and saturates (NaN to
  *    0) instead of trapping; integer narrowing wraps; anything non-zero to bool is true;
  *    float16/bfloat16 go through float32.
- * FLOP convention: 1 per element for simple ops, FLOPS_TRANSCENDENTAL for those calling libm
+ * FLOP convention: 1 per element for simple ops, IR_FLOPS_TRANSCENDENTAL for those calling libm
  * exp/log/tanh/erf/sqrt; Identity and Cast move data and count 0. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
 
-#define FLOPS_TRANSCENDENTAL 4.0
-
-/* -O2 vectorizes none of these loops by itself; `omp simd` asks for it (no loop carries a
- * dependence). */
-#ifdef _OPENMP
-#define UN_SIMD _Pragma("omp simd")
-#else
-#define UN_SIMD
-#endif
+/* Loops are IR_SIMD: none carries a dependence. */
 
 /* ---------------------------------------------------------------- the driver */
 
@@ -82,7 +75,7 @@ static void un_run(un_fn fn, void *out, size_t osz, const void *in, size_t isz, 
         const T A = PRM(T, a), B = PRM(T, b);                                                      \
         (void)A;                                                                                   \
         (void)B;                                                                                   \
-        UN_SIMD for (int64_t i = 0; i < n; i++) {                                                  \
+        IR_SIMD for (int64_t i = 0; i < n; i++) {                                                  \
             const T x = in[i];                                                                     \
             o[i] = (T)(EXPR);                                                                      \
         }                                                                                          \
@@ -130,14 +123,14 @@ typedef struct un_desc {
 
 static const un_desc d_relu = {1, 0, 0, NUM_FNS(relu)};
 static const un_desc d_leaky = {1, 0.01, 0, FLT_FNS(leaky)};
-static const un_desc d_sigmoid = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sigmoid)};
+static const un_desc d_sigmoid = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sigmoid)};
 static const un_desc d_hsigmoid = {1, 0.2, 0.5, FLT_FNS(hsigmoid)};
 static const un_desc d_hswish = {1, 0, 0, FLT_FNS(hswish)};
-static const un_desc d_tanh = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(tanh)};
-static const un_desc d_erf = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(erf)};
-static const un_desc d_exp = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(exp)};
-static const un_desc d_log = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(log)};
-static const un_desc d_sqrt = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sqrt)};
+static const un_desc d_tanh = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(tanh)};
+static const un_desc d_erf = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(erf)};
+static const un_desc d_exp = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(exp)};
+static const un_desc d_log = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(log)};
+static const un_desc d_sqrt = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sqrt)};
 static const un_desc d_neg = {1, 0, 0, NUM_FNS(neg)};
 static const un_desc d_abs = {1, 0, 0, NUM_FNS(abs)};
 static const un_desc d_recip = {1, 0, 0, FLT_FNS(recip)};
@@ -145,8 +138,8 @@ static const un_desc d_floor = {1, 0, 0, FLT_FNS(floor)};
 static const un_desc d_ceil = {1, 0, 0, FLT_FNS(ceil)};
 static const un_desc d_sign = {1, 0, 0, NUM_FNS(sign)};
 static const un_desc d_not = {1, 0, 0, {[IR_BOOL] = row_not_bool}};
-static const un_desc d_softplus = {FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(softplus)};
-static const un_desc d_elu = {FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(elu)};
+static const un_desc d_softplus = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(softplus)};
+static const un_desc d_elu = {IR_FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(elu)};
 static const un_desc d_clip = {1, 0, 0, NUM_FNS(clip)};
 
 static const un_desc *un_desc_of(const ir_node *n) {
@@ -234,7 +227,7 @@ static void clip_bound(const ir_kernel_ctx *k, int i, const char *attr, double *
         *v = ir_load_i64(t->data, t->dtype, 0);
     } else if (ir_attr_find(k->node, attr)) {
         *f = ir_attr_float(k->node, attr, 0);
-        *v = (int64_t)*f;
+        *v = ir_sat_i64(*f);
     }
 }
 
@@ -276,21 +269,16 @@ static ir_status ident_kernel(const ir_kernel_ctx *k) {
 #define LD_f16(p, i) ir_f16_to_f32((p)[i])
 #define LD_bf16(p, i) ir_bf16_to_f32((p)[i])
 
-#define DEF_SAT(tag, T, LO, HI)                                                                    \
-    static inline T sat_##tag(double v) {                                                          \
-        if (isnan(v)) return 0;                                                                    \
-        if (v <= (double)(LO)) return LO;                                                          \
-        if (v >= (double)(HI)) return HI;                                                          \
-        return (T)v;                                                                               \
-    }                                                                                              \
+#define DEF_WRAP(tag, T)                                                                           \
     static inline T wrap_##tag(int64_t v) {                                                        \
         return (T)v;                                                                               \
     }
-DEF_SAT(i64, int64_t, INT64_MIN, INT64_MAX)
-DEF_SAT(i32, int32_t, INT32_MIN, INT32_MAX)
-DEF_SAT(i8, int8_t, INT8_MIN, INT8_MAX)
-DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
-#define TOINT(tag, x) _Generic((x), float : sat_##tag, double : sat_##tag, default : wrap_##tag)(x)
+DEF_WRAP(i64, int64_t)
+DEF_WRAP(i32, int32_t)
+DEF_WRAP(i8, int8_t)
+DEF_WRAP(u8, uint8_t)
+#define TOINT(tag, x)                                                                              \
+    _Generic((x), float : ir_sat_##tag, double : ir_sat_##tag, default : wrap_##tag)(x)
 
 #define ST_f32(x) (float)(x)
 #define ST_f64(x) (double)(x)
@@ -306,7 +294,7 @@ DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
     static void cast_##s##_##d(void *o_, const void *x_, int64_t n, const un_prm *P) {             \
         DT_T *o = o_;                                                                              \
         const ST_T *x = x_;                                                                        \
-        UN_SIMD for (int64_t i = 0; i < n; i++) o[i] = ST_##d(LD_##s(x, i));                       \
+        IR_SIMD for (int64_t i = 0; i < n; i++) o[i] = ST_##d(LD_##s(x, i));                       \
     }
 /* Two macro names, since a macro does not expand inside its own expansion. */
 #define CAST_TO_ALL(X, s, T)                                                                       \
@@ -450,42 +438,35 @@ static ir_status dropout_kernel(const ir_kernel_ctx *k) {
 
 /* ---------------------------------------------------------------- the op table entries */
 
-#define UN_DEF(name_, lo_in, hi_in, hi_out, flags_, infer_, flops_, kernel_)                       \
-    const ir_op_def ir_opdef_##name_ = {                                                           \
-        .name = #name_,                                                                            \
-        .domain = "",                                                                              \
-        .min_in = lo_in,                                                                           \
-        .max_in = hi_in,                                                                           \
-        .min_out = 1,                                                                              \
-        .max_out = hi_out,                                                                         \
-        .flags = IR_OPF_ELEMENTWISE | (flags_),                                                    \
-        .infer = infer_,                                                                           \
-        .flops = flops_,                                                                           \
-        .kernel = kernel_,                                                                         \
-    };
-#define UN_MATH(name_, flags_) UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel)
+#define UN_DEF(name_, lo_in, hi_in, hi_out, flags_, infer_, flops_, kernel_, ...)                  \
+    IR_OP_DEF(name_, lo_in, hi_in, 1, hi_out, .flags = IR_OPF_ELEMENTWISE | (flags_),              \
+              .infer = infer_, .flops = flops_, .kernel = kernel_, __VA_ARGS__);
+#define UN_MATH(name_, flags_, ...)                                                                \
+    UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel, __VA_ARGS__)
 
-UN_MATH(Relu, 0)
-UN_MATH(LeakyRelu, 0)
-UN_MATH(Sigmoid, 0)
-UN_MATH(HardSigmoid, 0)
-UN_MATH(HardSwish, 0)
-UN_MATH(Tanh, 0)
-UN_MATH(Erf, 0)
-UN_MATH(Exp, 0)
-UN_MATH(Log, 0)
-UN_MATH(Sqrt, 0)
-UN_MATH(Neg, IR_OPF_MULTILINEAR)
-UN_MATH(Abs, 0)
-UN_MATH(Reciprocal, 0)
-UN_MATH(Floor, 0)
-UN_MATH(Ceil, 0)
-UN_MATH(Sign, 0)
+UN_MATH(Relu, 0, .grad = ir_grad_Relu)
+UN_MATH(LeakyRelu, 0, .grad = ir_grad_LeakyRelu)
+UN_MATH(Sigmoid, 0, .grad = ir_grad_Sigmoid)
+UN_MATH(HardSigmoid, 0, .grad = ir_grad_HardSigmoid)
+UN_MATH(HardSwish, 0, .grad = ir_grad_HardSwish)
+UN_MATH(Tanh, 0, .grad = ir_grad_Tanh)
+UN_MATH(Erf, 0, .grad = ir_grad_Erf)
+UN_MATH(Exp, 0, .grad = ir_grad_Exp)
+UN_MATH(Log, 0, .grad = ir_grad_Log)
+UN_MATH(Sqrt, 0, .grad = ir_grad_Sqrt)
+UN_MATH(Neg, IR_OPF_MULTILINEAR, .grad = ir_grad_Neg)
+UN_MATH(Abs, 0, .grad = ir_grad_Abs)
+UN_MATH(Reciprocal, 0, .grad = ir_grad_Reciprocal)
+UN_MATH(Floor, 0, .grad = ir_grad_Floor)
+UN_MATH(Ceil, 0, .grad = ir_grad_Ceil)
+UN_MATH(Sign, 0, .grad = ir_grad_Sign)
 UN_MATH(Not, 0)
-UN_MATH(Softplus, 0)
-UN_MATH(Elu, 0)
-UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel)
-UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel)
-UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel)
-UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel)
-UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel)
+UN_MATH(Softplus, 0, .grad = ir_grad_Softplus)
+UN_MATH(Elu, 0, .grad = ir_grad_Elu)
+UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, .grad = ir_grad_Clip)
+UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel,
+       .grad = ir_grad_Identity)
+UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel,
+       .grad = ir_grad_Dropout)
+UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel, .grad = ir_grad_Cast)
+UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel, .grad = ir_grad_CastLike)

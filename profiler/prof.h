@@ -9,45 +9,78 @@
  *   "cuda"               measured with cuDNN/cuBLAS and small CUDA kernels (gpu/), where a GPU
  *                        is present; asking for it elsewhere is a clear error.
  * Measured costs live in a persistent profile database keyed by (op, attributes, input shapes and
- * dtypes, device), reused across runs. Lookups of a model are thread-safe after profiling. */
+ * dtypes, device), reused across runs. Lookups of a model are thread-safe after profiling.
+ *
+ * The roofline (prof-analytic.c), for a node with F FLOPs (ir_node_flops) moving B bytes
+ * (inputs + outputs + workspace) on a target with peak rate P (mm_f32 for Conv, ConvTranspose,
+ * MatMul and Gemm, mm_f16 for their 16-bit forms, other_f32 otherwise), bandwidth W and launch L:
+ *     seconds = max(F / (P * eff), B / W) + L,   eff = F / (F + P * knee_s)
+ * so an op reaches half the peak rate when it would take knee_s at full rate. Store and Load
+ * (magpie-domain swap ops) cost prof_transfer_seconds; Constant, Shape and Size cost L.
+ *
+ * Measured back-ends implement prof_backend. The CPU one lives here (prof-cpu.c); the CUDA one
+ * lives in gpu/ and is reached through prof_cuda_backend(), which gpu/gpu-registry.c defines
+ * (the one file that tests the MAGPIE_HAVE_CUDA build flag). Dependencies point one way: gpu/
+ * implements this interface and links magpie_profiler; the final executables (cli, tests,
+ * benchmarks) link magpie_gpu, which supplies the definition. */
 #ifndef MAGPIE_PROF_H
 #define MAGPIE_PROF_H
 
 #include "ir.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A named target's figures (DESIGN.md). Rates in FLOP/s, bandwidths in bytes/s. */
 typedef struct prof_target {
     const char *name;
     const char *description;
-    double mm_f32_flops;   /* FP32 matmul/conv (TF32 tensor rate, dense) */
-    double mm_f16_flops;   /* 16-bit matmul/conv */
-    double other_f32_flops;/* other FP32 work */
-    double mem_bw;         /* device memory bandwidth */
-    double host_link_bw;   /* host link, each way */
-    double launch_s;       /* kernel launch overhead */
+    double mm_f32_flops;    /* FP32 matmul/conv (TF32 tensor rate, dense) */
+    double mm_f16_flops;    /* 16-bit matmul/conv */
+    double other_f32_flops; /* other FP32 work */
+    double mem_bw;          /* device memory bandwidth */
+    double host_link_bw;    /* host link, each way */
+    double launch_s;        /* kernel launch overhead */
+    double knee_s;          /* small-op ramp: an op that would take knee_s at peak runs at half
+                             * the peak rate (see the roofline above) */
 } prof_target;
 
 /* The table of named targets; *n receives its length. */
 const prof_target *prof_targets(int *n);
 const prof_target *prof_target_find(const char *name); /* NULL if unknown */
+/* "rtx3090, a100, h100, h200" into buf (for messages); returns buf. */
+const char *prof_target_names(char *buf, size_t n);
+
+/* The roofline estimate of one node on target t (the formula above). Deterministic. */
+double prof_roofline_seconds(const prof_target *t, const ir_graph *g, const ir_node *n);
 
 typedef struct prof_model prof_model;
+
+/* Receives one-line warnings (a corrupt database moved aside, an unwritable location, a node
+ * that could not be timed). */
+typedef void (*prof_warn_fn)(void *ctx, const char *msg);
 
 typedef struct prof_options {
     const char *db_path; /* NULL: $XDG_CACHE_HOME/magpie/profile.db (or ~/.cache/...) */
     bool no_db;          /* keep measurements in memory only (tests) */
     int runs;            /* timed runs per signature after warm-up (default 5) */
+    int warmup;          /* untimed runs before timing (default 2) */
+    prof_warn_fn warn;   /* NULL: "magpie: warning: ..." on stderr */
+    void *warn_ctx;
 } prof_options;
 
 /* Opens a cost model for device (see above). IR_ERR_INVALID for an unknown device string,
- * IR_ERR_UNSUPPORTED for "cuda" without a usable GPU; the message says which. */
+ * IR_ERR_UNSUPPORTED for "cuda" without a usable GPU; the message says which. st may be NULL. */
 prof_model *prof_open(const char *device, const prof_options *o, ir_status *st, ir_diag *d);
 void prof_close(prof_model *m); /* NULL-safe; saves new measurements to the database */
 const char *prof_device(const prof_model *m);
 bool prof_is_measured(const prof_model *m); /* cpu / cuda */
 
 /* Measures every distinct op signature of g that the database does not hold yet (measured
- * back-ends; a no-op for analytic ones). Call before any search. */
+ * back-ends; a no-op for analytic ones). Call before any search. A node the back-end cannot
+ * time (no kernel, a failed launch) is warned about and keeps the analytic estimate; only
+ * running out of memory is an error. */
 ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d);
 /* Seconds one node takes on the device (from the database or the analytic model; a measured
  * model that has not seen the signature falls back to its analytic estimate). */
@@ -58,4 +91,65 @@ double prof_transfer_seconds(const prof_model *m, size_t bytes);
 /* The database key of a node's signature (op, attributes, input shapes and dtypes). */
 uint64_t prof_signature(const ir_graph *g, const ir_node *n);
 
+/* What a model has done so far (distinct signatures over all prof_profile_graph calls). */
+typedef struct prof_stats {
+    int measured;    /* signatures timed by this model */
+    int reused;      /* signatures the database already held */
+    int failed;      /* signatures the back-end could not time (analytic estimate kept) */
+    int db_entries;  /* database entries of this device */
+    bool calibrated; /* the fallback roofline comes from measurements, not defaults */
+} prof_stats;
+void prof_get_stats(const prof_model *m, prof_stats *s);
+/* The database file, NULL for analytic models and no_db. */
+const char *prof_db_path(const prof_model *m);
+/* The physical device measured ("cpu: <model name>, 2 threads"); the device string for
+ * analytic models. Database entries are keyed by a hash of this string. */
+const char *prof_device_detail(const prof_model *m);
+/* The figures estimates fall back to: the named target of an analytic model, or the roofline
+ * calibrated for a measured one. */
+const prof_target *prof_fallback_target(const prof_model *m);
+
+/* ---------------------------------------------------------------- measured back-ends */
+
+/* A measured back-end (the CPU one in prof-cpu.c, the CUDA one in gpu/). Callbacks run only in
+ * the profiling phase (prof_open, prof_profile_graph, prof_close), from one thread. */
+#define MAGPIE_PROF_BACKEND_DEFINED 1
+typedef struct prof_backend {
+    const char *name; /* the device string: "cpu", "cuda" */
+    /* Whether the back-end can run here; when not, one line of why into why. */
+    bool (*available)(char *why, size_t n);
+    /* Opens a context (device, streams, library handles) into *ctx. IR_ERR_UNSUPPORTED with a
+     * message in d when the device cannot be used after all, IR_ERR_NOMEM when out of memory. */
+    ir_status (*open)(void **ctx, ir_diag *d);
+    void (*close)(void *ctx); /* NULL-safe */
+    /* Names the physical device, e.g. "NVIDIA H200, sm_90": database entries are keyed by a
+     * hash of "<name>: <this>", so two devices never share timings. */
+    void (*describe)(void *ctx, char *buf, size_t n);
+    /* Times node n of g: warm-up runs, then `runs` timed runs; *seconds receives the median.
+     * Inputs without constant data get random values; constant inputs (Reshape's shape, a
+     * Slice's starts) keep theirs. IR_ERR_UNSUPPORTED when the back-end cannot run the op (the
+     * model keeps its analytic estimate); IR_ERR_NOMEM is the only failure that stops
+     * profiling. */
+    ir_status (*time_node)(void *ctx, const ir_graph *g, const ir_node *n, int warmup, int runs,
+                           double *seconds, ir_diag *d);
+    /* Optional. The fixed cost every node pays outside its kernel (the executor's per-step work
+     * on the CPU, the launch on a GPU), added to every measured node. NULL: 0. */
+    ir_status (*time_step_overhead)(void *ctx, int runs, double *seconds, ir_diag *d);
+    /* Optional. Times one host-to-device copy of bytes (pinned memory), median of runs. NULL:
+     * transfers use the fallback target's host link. */
+    ir_status (*time_transfer)(void *ctx, size_t bytes, int runs, double *seconds, ir_diag *d);
+    /* Optional. The named target whose roofline stands in before calibration (e.g. "h200" on
+     * an H200). NULL or an unknown name: built-in CPU defaults. */
+    const char *(*fallback_target)(void *ctx);
+} prof_backend;
+
+/* The CUDA back-end, or NULL when magpie was built without CUDA. Defined by gpu/gpu-registry.c,
+ * which every executable links through magpie_gpu. */
+const prof_backend *prof_cuda_backend(void);
+/* The CPU back-end (prof-cpu.c). */
+const prof_backend *prof_cpu_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -8,6 +8,8 @@
  * silently plausible numbers. Debug builds (MAGPIE_DEBUG) poison by default (rt-exec.c). */
 #include "rt-impl.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +20,19 @@ typedef struct rt_buf_header {
     unsigned char pad[RT_ALIGN - sizeof(size_t)];
 } rt_buf_header;
 
+/* glibc serves large blocks with mmap and returns them to the kernel on free, so every step
+ * of a run would page-fault its outputs in afresh (a tenth of a transformer's run time). Keeping
+ * freed blocks in the heap lets the next step reuse them; the byte counts are unaffected. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 void rt_alloc_init(rt_alloc *a, bool poison) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, keep_freed_memory);
     memset(a, 0, sizeof *a);
     a->poison = poison;
 }

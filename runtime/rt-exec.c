@@ -14,8 +14,6 @@
  * OMP_NUM_THREADS. They never nest: GEMM kernels call BLAS outside OpenMP regions. */
 #include "rt-impl.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,24 +26,19 @@ typedef struct exec {
     int *pos;             /* node -> step */
     int *last;            /* value -> last step that reads it, -1 if none */
     void **buf;           /* value -> data while live */
-    unsigned char *owned; /* value -> buf came from the allocator */
+    rt_alloc host;        /* the host pool: outputs of IR_OPF_HOST_OUTPUT ops (Store) */
+    unsigned char *owned; /* value -> buf came from the allocator (OWNED_DEVICE / OWNED_HOST) */
     unsigned char *keep;  /* value -> resident or graph output: lives to the end */
     unsigned char *bound; /* value -> given by a binding */
     ir_tensor *tin, *tout;
     ir_diag *d;
 } exec;
 
-/* "node 'NAME' (OP): cause" - ir_node_fail lives in ir's private header; see the report. */
-static ir_status node_fail(ir_diag *d, ir_status st, const ir_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ir_status node_fail(ir_diag *d, ir_status st, const ir_node *n, const char *fmt, ...) {
-    if (!d) return st;
-    char cause[sizeof d->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cause, sizeof cause, fmt, ap);
-    va_end(ap);
-    return ir_diag_set(d, st, "node '%s' (%s): %.900s", n->name, n->op_type, cause);
+enum { OWNED_DEVICE = 1, OWNED_HOST = 2 };
+
+/* The pool a value's buffer came from: host values never count as device bytes. */
+static rt_alloc *pool_of(exec *x, int v) {
+    return x->owned[v] == OWNED_HOST ? &x->host : &x->alloc;
 }
 
 static double now_seconds(void) {
@@ -66,8 +59,8 @@ static ir_status check_order(exec *x, const int *order, int n) {
         if (k < 0 || k >= g->n_nodes)
             return ir_diag_set(x->d, IR_ERR_INVALID, "order step %d: %d is not a node index", s, k);
         if (x->pos[k] >= 0)
-            return node_fail(x->d, IR_ERR_INVALID, &g->nodes[k],
-                             "appears twice in the order (steps %d and %d)", x->pos[k], s);
+            return ir_node_fail(x->d, IR_ERR_INVALID, &g->nodes[k],
+                                "appears twice in the order (steps %d and %d)", x->pos[k], s);
         x->pos[k] = s;
         x->order[s] = k;
     }
@@ -77,13 +70,13 @@ static ir_status check_order(exec *x, const int *order, int n) {
             int v = nd->in[i];
             if (v < 0) continue;
             if (v >= g->n_values)
-                return node_fail(x->d, IR_ERR_INVALID, nd, "input %d refers to no value", i);
+                return ir_node_fail(x->d, IR_ERR_INVALID, nd, "input %d refers to no value", i);
             int p = g->values[v].producer;
             if (p >= 0 && x->pos[p] >= s)
-                return node_fail(x->d, IR_ERR_INVALID, nd,
-                                 "order is not topological: step %d reads '%s', which node "
-                                 "'%s' produces at step %d",
-                                 s, g->values[v].name, g->nodes[p].name, x->pos[p]);
+                return ir_node_fail(x->d, IR_ERR_INVALID, nd,
+                                    "order is not topological: step %d reads '%s', which node "
+                                    "'%s' produces at step %d",
+                                    s, g->values[v].name, g->nodes[p].name, x->pos[p]);
         }
     }
     return IR_OK;
@@ -96,15 +89,15 @@ static ir_status check_nodes(exec *x) {
         const ir_node *nd = &g->nodes[i];
         const ir_op_def *def = ir_op_get(nd->op);
         if (!def || !def->kernel)
-            return node_fail(x->d, IR_ERR_UNSUPPORTED, nd, "cannot run an unsupported op");
+            return ir_node_fail(x->d, IR_ERR_UNSUPPORTED, nd, "cannot run an unsupported op");
         for (int k = 0; k < nd->n_out; k++) {
             int v = nd->out[k];
             if (v >= g->n_values || (v >= 0 && g->values[v].producer != i))
-                return node_fail(x->d, IR_ERR_INVALID, nd, "output %d has a wrong producer", k);
+                return ir_node_fail(x->d, IR_ERR_INVALID, nd, "output %d has a wrong producer", k);
             if (v >= 0 && ir_dtype_size(g->values[v].dtype) == 0)
-                return node_fail(x->d, IR_ERR_INVALID, nd,
-                                 "output '%s' has no dtype (shapes were not inferred)",
-                                 g->values[v].name);
+                return ir_node_fail(x->d, IR_ERR_INVALID, nd,
+                                    "output '%s' has no dtype (shapes were not inferred)",
+                                    g->values[v].name);
         }
     }
     return IR_OK;
@@ -225,20 +218,21 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         x->tin[i].shape = g->values[v].shape;
         x->tin[i].data = x->buf[v];
         if (!x->buf[v]) /* a value whose producer field disagrees with the node lists */
-            return node_fail(x->d, IR_ERR_INVALID, nd, "input '%s' has no data at step %d",
-                             g->values[v].name, s);
+            return ir_node_fail(x->d, IR_ERR_INVALID, nd, "input '%s' has no data at step %d",
+                                g->values[v].name, s);
     }
     for (int i = 0; i < nd->n_out; i++) {
         int v = nd->out[i];
         x->tout[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (v < 0) continue;
         size_t bytes = ir_value_bytes(&g->values[v]);
-        void *p = rt_alloc_get(&x->alloc, bytes);
+        bool host = ir_value_on_host(g, v);
+        void *p = rt_alloc_get(host ? &x->host : &x->alloc, bytes);
         if (!p)
-            return node_fail(x->d, IR_ERR_NOMEM, nd, "out of memory for output '%s' (%zu bytes)",
-                             g->values[v].name, bytes);
+            return ir_node_fail(x->d, IR_ERR_NOMEM, nd, "out of memory for output '%s' (%zu bytes)",
+                                g->values[v].name, bytes);
         x->buf[v] = p;
-        x->owned[v] = 1;
+        x->owned[v] = host ? OWNED_HOST : OWNED_DEVICE;
         x->tout[i].dtype = g->values[v].dtype;
         x->tout[i].shape = g->values[v].shape;
         x->tout[i].data = p;
@@ -247,8 +241,8 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
     if (wsb) {
         ws = rt_alloc_get(&x->alloc, wsb);
         if (!ws)
-            return node_fail(x->d, IR_ERR_NOMEM, nd, "out of memory for %zu bytes of workspace",
-                             wsb);
+            return ir_node_fail(x->d, IR_ERR_NOMEM, nd, "out of memory for %zu bytes of workspace",
+                                wsb);
     }
     step_bytes[s] = x->alloc.live;
 
@@ -269,11 +263,11 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
     rt_alloc_put(&x->alloc, ws);
     if (st != IR_OK) {
         if (!kd->msg[0])
-            node_fail(kd, st, nd, "kernel failed: %s", ir_status_to_string(st));
+            ir_node_fail(kd, st, nd, "kernel failed: %s", ir_status_to_string(st));
         else if (!strstr(kd->msg, nd->name)) {
             char tmp[sizeof kd->msg];
             memcpy(tmp, kd->msg, sizeof tmp);
-            node_fail(kd, st, nd, "%s", tmp);
+            ir_node_fail(kd, st, nd, "%s", tmp);
         }
         return st;
     }
@@ -282,14 +276,14 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
     for (int i = 0; i < nd->n_in; i++) {
         int v = nd->in[i];
         if (v >= 0 && !x->keep[v] && x->last[v] == s && x->buf[v]) {
-            rt_alloc_put(&x->alloc, x->buf[v]);
+            rt_alloc_put(pool_of(x, v), x->buf[v]);
             x->buf[v] = NULL;
         }
     }
     for (int i = 0; i < nd->n_out; i++) {
         int v = nd->out[i];
         if (v >= 0 && !x->keep[v] && x->last[v] < s && x->buf[v]) {
-            rt_alloc_put(&x->alloc, x->buf[v]);
+            rt_alloc_put(pool_of(x, v), x->buf[v]);
             x->buf[v] = NULL;
         }
     }
@@ -337,6 +331,7 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
 #endif
     exec x = {.g = g, .o = o, .d = d};
     rt_alloc_init(&x.alloc, poison);
+    rt_alloc_init(&x.host, poison);
     x.order = malloc(sizeof(int) * nn);
     x.pos = malloc(sizeof(int) * nn);
     x.last = malloc(sizeof(int) * nv);
@@ -378,12 +373,13 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     /* Allocations only happen before each sample, so the allocator's own running maximum must
      * agree with the sampled one. */
     IR_ASSERT(r->peak_bytes == x.alloc.peak);
+    r->peak_host_bytes = x.host.peak;
     st = copy_outputs(&x, r);
 out:
     if (x.buf && x.owned)
         for (size_t v = 0; v < nv; v++)
-            if (x.owned[v]) rt_alloc_put(&x.alloc, x.buf[v]);
-    IR_ASSERT(x.alloc.n_live == 0);
+            if (x.owned[v]) rt_alloc_put(pool_of(&x, (int)v), x.buf[v]);
+    IR_ASSERT(x.alloc.n_live == 0 && x.host.n_live == 0);
     free(x.order);
     free(x.pos);
     free(x.last);

@@ -7,7 +7,10 @@
  *  - at step s the node's outputs and its workspace are allocated; the peak is sampled; then the
  *    workspace is freed, and every input whose last use is step s is freed (never graph
  *    outputs, inputs or constants); an output nobody reads is freed at its own step;
- *  - bytes are counted exactly as ir_value_bytes, never rounded.
+ *  - bytes are counted exactly as ir_value_bytes, never rounded;
+ *  - outputs of IR_OPF_HOST_OUTPUT ops (Store) live in host memory: they come from a separate
+ *    host pool, follow the same allocate/free rules, and count as host bytes (peak_host_bytes),
+ *    never as device bytes.
  * The executor measures this itself; it does not reuse sched/'s computation, so that tests can
  * compare the two.
  *
@@ -35,9 +38,10 @@ typedef struct rt_options {
 
 typedef struct rt_result {
     int n_outputs;
-    ir_tensor *outputs;    /* one per graph output, malloc'd data; freed by rt_result_free */
-    size_t peak_bytes;     /* measured device peak, bytes */
-    size_t resident_bytes; /* constants + graph inputs */
+    ir_tensor *outputs;     /* one per graph output, malloc'd data; freed by rt_result_free */
+    size_t peak_bytes;      /* measured device peak, bytes */
+    size_t resident_bytes;  /* constants + graph inputs */
+    size_t peak_host_bytes; /* measured peak of the host pool (Store outputs), bytes */
     int n_steps;
     size_t *step_bytes;  /* live bytes at each step's peak moment (n_steps entries) */
     double wall_seconds; /* kernel execution only, excluding input conversion and output copy */

@@ -10,6 +10,8 @@
  *  - other values are never live: def_step = last_step = -1;
  *  - live(s) = resident + workspace(s) + sum of bytes of produced values whose interval holds s,
  *    evaluated with a difference array in O(values + steps).
+ * Values in host memory (outputs of IR_OPF_HOST_OUTPUT ops: Store) keep their lifetime, which
+ * the simulator uses for host bytes, but never count as device bytes nor as hot-spots.
  * Hot-spots are every value live at the first step that reaches the peak, residents included
  * (MAGIS's H is "the tensors live at the peak"; weights are part of that memory). When there are
  * no steps, the peak is the resident bytes, peak_step is -1 and the hot-spots are the residents. */
@@ -71,6 +73,9 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
             lt[v].last_step = n;
         else if (!read)
             lt[v].last_step = lt[v].def_step;
+        /* Store outputs keep their lifetime (the simulator counts them as host bytes) but take
+         * no device bytes. */
+        if (ir_value_on_host(g, v)) continue;
         long long b = (long long)ir_value_bytes(val);
         delta[lt[v].def_step] += b;
         delta[lt[v].last_step + 1 <= n ? lt[v].last_step + 1 : n] -= b;
@@ -91,7 +96,8 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     int p = m->peak_step;
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == n;
-        bool at_peak = p >= 0 && lt[v].def_step >= 0 && lt[v].def_step <= p && lt[v].last_step >= p;
+        bool at_peak = p >= 0 && lt[v].def_step >= 0 && lt[v].def_step <= p &&
+                       lt[v].last_step >= p && !ir_value_on_host(g, v);
         if (resident || at_peak) m->hotspots[m->n_hotspots++] = v;
     }
 out:

@@ -56,14 +56,16 @@ typedef struct sched_dp_options {
     int exact_max_nodes;
     int beam_width;       /* 0 = default */
     double time_budget_s; /* soft bound for one call; 0 = default (10 s) */
+    long max_states;      /* bound on the states a search keeps (its memo); 0 = default (4 Mi) */
 } sched_dp_options;
 
 typedef struct sched_dp_stats {
     int parts;          /* independent parts after cutting at narrow waists */
     int exact_parts;    /* scheduled by the exact DP */
-    int beam_parts;     /* scheduled by the beam */
+    int beam_parts;     /* scheduled by the heuristics (contracted search, beam, windows) */
     long states;        /* DP/beam states expanded */
     double seconds;
+    size_t peak_bytes;  /* the peak the search computed for the returned order (base included) */
 } sched_dp_stats;
 
 /* Memory-minimizing order of all of g (Serenity-style DP with narrow-waist cuts; MAGIS 6.1).

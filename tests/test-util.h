@@ -110,8 +110,15 @@ static inline ir_status tu_run_op(ir_op_kind op, int n_in, const tu_in *in, int 
     }
     size_t ws = ir_node_workspace(g, n);
     void *wsp = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
-    ir_kernel_ctx k = {.graph = g, .node = n, .n_in = n_in, .n_out = n_out, .in = tin,
-                       .out = out, .workspace = wsp, .workspace_bytes = ws, .seed = 1,
+    ir_kernel_ctx k = {.graph = g,
+                       .node = n,
+                       .n_in = n_in,
+                       .n_out = n_out,
+                       .in = tin,
+                       .out = out,
+                       .workspace = wsp,
+                       .workspace_bytes = ws,
+                       .seed = 1,
                        .diag = d};
     const ir_op_def *def = ir_op_get(op);
     st = def->kernel(&k);
@@ -126,6 +133,33 @@ static inline void tu_free_outputs(int n, ir_tensor *out) {
         free(out[i].data);
         out[i].data = NULL;
     }
+}
+
+/* Runs an op expected to fail (in inference or in its kernel) and returns the status; frees the
+ * outputs a failing kernel leaves allocated. n_out <= 8. */
+static inline ir_status tu_run_err(ir_op_kind op, int n_in, const tu_in *in, int n_out, int n_attrs,
+                                   const ir_attr *attrs, ir_diag *d) {
+    ir_tensor out[8] = {{0}};
+    ir_status st = tu_run_op(op, n_in, in, n_out, n_attrs, attrs, out, d);
+    tu_free_outputs(n_out, out);
+    return st;
+}
+
+/* A graph input of dtype t and shape s with data p. */
+static inline tu_in tu_data_in(ir_dtype t, ir_shape s, const void *p) {
+    return (tu_in){.dtype = t, .shape = s, .data = p};
+}
+/* A constant 1-D int64 input of n values (shape-like inputs: shapes, axes, pads). */
+static inline tu_in tu_ints_in(int n, const int64_t *v) {
+    return (tu_in){.dtype = IR_I64, .shape = {.rank = 1, .dims = {n}}, .data = v, .constant = true};
+}
+
+/* Fails the test, naming both shapes, unless t has shape s. */
+static inline void tu_expect_shape(const ir_tensor *t, ir_shape s) {
+    char a[128], b[128];
+    if (!ir_shape_eq(&t->shape, &s))
+        fail_msg("shape %s, expected %s", ir_shape_str(&t->shape, a, sizeof a),
+                 ir_shape_str(&s, b, sizeof b));
 }
 
 /* Relative error as DESIGN.md defines it: ||a-b||2 / max(||b||2, 1e-12), in float64. */

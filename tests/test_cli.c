@@ -480,7 +480,7 @@ static void test_run_bad_models(void **state) {
     write_bytes(path, "", 0);
     expect_run_failure(tmp, path, input, "empty.onnx");
 
-    size_t len;
+    size_t len = 0;
     char *model = slurp(src(FIXTURE "/model.onnx"), &len);
     assert_non_null(model);
     snprintf(path, sizeof path, "%s/truncated.onnx", tmp);

@@ -7,13 +7,6 @@
 #include "rt.h"
 #include "schedule.h"
 
-/* ir-op-table.c refers to the op definitions weakly while they are being written, so a static
- * link pulls no op file in by itself: name the ones this test runs. Remove once the table's
- * references are strong. */
-#include "ir-impl.h"
-const void *const test_force_link[] = {&ir_opdef_Relu,  &ir_opdef_Add,    &ir_opdef_Conv,
-                                       &ir_opdef_Split, &ir_opdef_Gather, &ir_opdef_MatMul};
-
 /* Skips the test when another engineer's op file has not landed yet. */
 #define NEED_OP(op)                                                                                \
     do {                                                                                           \

@@ -2,7 +2,8 @@
  * model.onnx, bind input_<i>.npy to the inputs meta.json names (their shapes also resolve any
  * symbolic dims), run in the eager order, and compare each output with PyTorch's output_<i>.npy
  * by relative error (DESIGN.md: float64, <= 1e-4; integers and booleans exactly). The measured
- * peak must equal sched_memory_compute's eager peak to the byte. Prints one table row per
+ * peak must equal sched_memory_compute's eager peak to the byte, and import -> export -> import
+ * must give the same graph (ops, order, shapes) and bit-identical outputs. Prints one table row per
  * fixture; every failing fixture prints a FAIL line, and the test fails at the end. */
 #include "test-util.h"
 
@@ -11,16 +12,6 @@
 
 #include "rt.h"
 #include "schedule.h"
-
-/* ir-op-table.c refers to the op definitions weakly while they are being written, so a static
- * link pulls no op file in by itself: name them all. Remove once the table's references are
- * strong. */
-#include "ir-impl.h"
-const void *const test_force_link[] = {
-#define IR_OP(name, domain) &ir_opdef_##name,
-#include "ir-ops.def"
-#undef IR_OP
-};
 
 #define MAX_IO 8
 #define REL_TOL 1e-4
@@ -53,6 +44,13 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* dir/name/file into path; false when it does not fit. */
+static bool fixture_file(char *path, size_t n, const char *dir, const char *name,
+                         const char *file) {
+    int len = snprintf(path, n, "%s/%s/%s", dir, name, file);
+    return len >= 0 && (size_t)len < n;
+}
+
 /* Compares out with the reference file; returns false with a reason in why. *rel gets the
  * relative error (0 for exact matches). */
 static bool compare(const ir_tensor *out, const char *ref_path, double *rel, char *why, size_t wn) {
@@ -67,7 +65,7 @@ static bool compare(const ir_tensor *out, const char *ref_path, double *rel, cha
     bool ok = true;
     char s1[128], s2[128];
     if (!ir_shape_eq(&s, &out->shape) || ir_dtype_is_float(t) != ir_dtype_is_float(out->dtype)) {
-        snprintf(why, wn, "output is %s %s, reference %s is %s %s", ir_dtype_name(out->dtype),
+        snprintf(why, wn, "output is %s %s, reference %.400s is %s %s", ir_dtype_name(out->dtype),
                  ir_shape_str(&out->shape, s1, sizeof s1), ref_path, ir_dtype_name(t),
                  ir_shape_str(&s, s2, sizeof s2));
         ok = false;
@@ -102,6 +100,59 @@ out:
     return ok;
 }
 
+/* Exports g, imports the file again with the same options and checks that the graph is the same
+ * (node count, op sequence, output shapes) and computes bit-identical outputs. */
+static bool check_round_trip(const ir_graph *g, const ir_import_opts *opts, const rt_binding *bind,
+                             int n_bind, const rt_result *ref, char *why, size_t wn) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/magpie-roundtrip-%d.onnx", (int)getpid());
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *g2 = NULL;
+    rt_result r2 = {0};
+    bool ok = false;
+    if (ir_onnx_save(g, path, &d) != IR_OK || !(g2 = ir_onnx_load(path, opts, &st, &d))) {
+        snprintf(why, wn, "round trip: %s", d.msg);
+        goto out;
+    }
+    if (g2->n_nodes != g->n_nodes || g2->n_outputs != g->n_outputs) {
+        snprintf(why, wn, "round trip: %d nodes and %d outputs, originally %d and %d", g2->n_nodes,
+                 g2->n_outputs, g->n_nodes, g->n_outputs);
+        goto out;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g2->nodes[i].op != g->nodes[i].op) {
+            snprintf(why, wn, "round trip: node %d is %s, originally %s", i, g2->nodes[i].op_type,
+                     g->nodes[i].op_type);
+            goto out;
+        }
+    rt_binding b2[MAX_IO];
+    for (int i = 0; i < n_bind; i++) {
+        b2[i] = bind[i];
+        b2[i].value = ir_graph_find_value(g2, g->values[bind[i].value].name);
+    }
+    rt_options o = {.seed = 1};
+    if (rt_run(g2, b2, n_bind, &o, &r2, &d) != IR_OK) {
+        snprintf(why, wn, "round trip: run: %s", d.msg);
+        goto out;
+    }
+    for (int i = 0; i < r2.n_outputs; i++) {
+        const ir_tensor *a = &ref->outputs[i], *b = &r2.outputs[i];
+        size_t bytes = (size_t)ir_shape_numel(&a->shape) * ir_dtype_size(a->dtype);
+        if (!ir_shape_eq(&a->shape, &b->shape) || a->dtype != b->dtype ||
+            memcmp(a->data, b->data, bytes) != 0) {
+            snprintf(why, wn, "round trip: output %d differs", i);
+            goto out;
+        }
+    }
+    ok = true;
+out:
+    rt_result_free(&r2);
+    ir_graph_free(g2);
+    unlink(path);
+    return ok;
+}
+
 /* Runs one fixture; returns false (after printing a FAIL line) when it does not pass. */
 static bool run_fixture(const char *dir, const char *name) {
     char path[1024], why[1200] = "";
@@ -119,11 +170,14 @@ static bool run_fixture(const char *dir, const char *name) {
     bool ok = false;
     double worst = 0;
 
-    snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
-    int n_meta = meta_inputs(path, names, MAX_IO), n_in = 0;
+    char file[32];
+    int n_meta = fixture_file(path, sizeof path, dir, name, "meta.json")
+                     ? meta_inputs(path, names, MAX_IO)
+                     : 0,
+        n_in = 0;
     for (; n_in < MAX_IO; n_in++) {
-        snprintf(path, sizeof path, "%s/%s/input_%d.npy", dir, name, n_in);
-        if (access(path, F_OK) != 0) break;
+        snprintf(file, sizeof file, "input_%d.npy", n_in);
+        if (!fixture_file(path, sizeof path, dir, name, file) || access(path, F_OK) != 0) break;
         if ((st = ir_npy_read(path, &dtypes[n_in], &shapes[n_in], &blobs[n_in], &d)) != IR_OK) {
             snprintf(why, sizeof why, "%s", d.msg);
             goto out;
@@ -136,7 +190,10 @@ static bool run_fixture(const char *dir, const char *name) {
                            .shape_values = shapes,
                            .n_data = n_named,
                            .data_names = shape_names};
-    snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+    if (!fixture_file(path, sizeof path, dir, name, "model.onnx")) {
+        snprintf(why, sizeof why, "path too long");
+        goto out;
+    }
     if (!(g = ir_onnx_load(path, &opts, &st, &d))) {
         snprintf(why, sizeof why, "import: %s", d.msg);
         goto out;
@@ -160,8 +217,8 @@ static bool run_fixture(const char *dir, const char *name) {
     for (int i = 0; i < r.n_outputs; i++) {
         double rel = 0;
         char w[1024];
-        snprintf(path, sizeof path, "%s/%s/output_%d.npy", dir, name, i);
-        if (access(path, F_OK) != 0) {
+        snprintf(file, sizeof file, "output_%d.npy", i);
+        if (!fixture_file(path, sizeof path, dir, name, file) || access(path, F_OK) != 0) {
             if (i == 0) {
                 snprintf(why, sizeof why, "no reference output_0.npy");
                 goto out;
@@ -183,6 +240,7 @@ static bool run_fixture(const char *dir, const char *name) {
                  m.peak_bytes);
         goto out;
     }
+    if (!check_round_trip(g, &opts, bind, n_in, &r, why, sizeof why)) goto out;
     ok = true;
 out:
     if (ok)
@@ -200,10 +258,7 @@ static void test_numeric_fixtures(void **state) {
     char dir[1024];
     tu_src_path("tests/fixtures/numeric", dir, sizeof dir);
     DIR *dp = opendir(dir);
-    if (!dp) {
-        print_message("no fixtures at %s: skipped\n", dir);
-        skip();
-    }
+    if (!dp) fail_msg("no fixtures at %s", dir);
     char *list[512];
     int n = 0;
     struct dirent *e;

@@ -4,17 +4,6 @@
 
 #include "ir-impl.h"
 
-static tu_in data_in(ir_dtype t, ir_shape s, const void *p) {
-    return (tu_in){.dtype = t, .shape = s, .data = p};
-}
-
-static void expect_shape(const ir_tensor *t, ir_shape s) {
-    char a[128], b[128];
-    if (!ir_shape_eq(&t->shape, &s))
-        fail_msg("shape %s, expected %s", ir_shape_str(&t->shape, a, sizeof a),
-                 ir_shape_str(&s, b, sizeof b));
-}
-
 static ir_status run_one(ir_op_kind op, int n_in, const tu_in *in, int n_attrs,
                          const ir_attr *attrs, ir_tensor *out, ir_diag *d) {
     out[0].data = NULL; /* a kernel that fails still leaves its allocated output */
@@ -33,7 +22,7 @@ static void check_gather(int axis, ir_dtype it, ir_shape is, const int64_t *idx,
     int64_t n = ir_shape_numel(&is);
     int32_t idx32[64];
     for (int64_t i = 0; i < n; i++) idx32[i] = (int32_t)idx[i];
-    tu_in in[2] = {data_in(IR_F32, xs, x),
+    tu_in in[2] = {tu_data_in(IR_F32, xs, x),
                    {.dtype = it,
                     .shape = is,
                     .data = it == IR_I64 ? (void *)idx : (void *)idx32,
@@ -51,7 +40,7 @@ static void check_gather(int axis, ir_dtype it, ir_shape is, const int64_t *idx,
         else
             want.dims[j++] = xs.dims[i];
     }
-    expect_shape(&out[0], want);
+    tu_expect_shape(&out[0], want);
     /* out[pre, q, post] = x[pre, idx[q], post] */
     int64_t pre = 1, post = 1;
     for (int i = 0; i < ax; i++) pre *= xs.dims[i];
@@ -84,11 +73,12 @@ static void test_gather(void **state) {
     static float emb[V * D];
     tu_fill(emb, V * D, 3);
     int64_t tok[T] = {49, 0, 7, 7, -50, 13, 1};
-    tu_in in[2] = {data_in(IR_F32, TU_SHAPE(V, D), emb), data_in(IR_I64, TU_SHAPE(1, T), tok)};
+    tu_in in[2] = {tu_data_in(IR_F32, TU_SHAPE(V, D), emb),
+                   tu_data_in(IR_I64, TU_SHAPE(1, T), tok)};
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(run_one(IR_OP_Gather, 2, in, 0, NULL, out, &d), IR_OK);
-    expect_shape(&out[0], TU_SHAPE(1, T, D));
+    tu_expect_shape(&out[0], TU_SHAPE(1, T, D));
     for (int t = 0; t < T; t++)
         assert_memory_equal((float *)out[0].data + t * D, emb + (tok[t] + (tok[t] < 0 ? V : 0)) * D,
                             sizeof(float) * D);
@@ -96,7 +86,7 @@ static void test_gather(void **state) {
 
     /* out of range: the kernel (dynamic indices) and inference (constant ones) name the value */
     int64_t bad[] = {1, 5};
-    in[1] = data_in(IR_I64, TU_SHAPE(2), bad);
+    in[1] = tu_data_in(IR_I64, TU_SHAPE(2), bad);
     in[0].shape = TU_SHAPE(5, 320);
     assert_int_equal(run_one(IR_OP_Gather, 2, in, 0, NULL, out, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "index 5"));
@@ -106,10 +96,10 @@ static void test_gather(void **state) {
     assert_int_equal(run_one(IR_OP_Gather, 2, in, 0, NULL, out, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "index -6"));
     float fi[] = {0};
-    in[1] = data_in(IR_F32, TU_SHAPE(1), fi);
+    in[1] = tu_data_in(IR_F32, TU_SHAPE(1), fi);
     assert_int_equal(run_one(IR_OP_Gather, 2, in, 0, NULL, out, &d), IR_ERR_SHAPE);
     in[0].shape = TU_SCALAR_SHAPE;
-    in[1] = data_in(IR_I64, TU_SHAPE(1), bad);
+    in[1] = tu_data_in(IR_I64, TU_SHAPE(1), bad);
     assert_int_equal(run_one(IR_OP_Gather, 2, in, 0, NULL, out, &d), IR_ERR_INVALID);
 }
 
@@ -119,7 +109,7 @@ static void test_gather_elements(void **state) {
     /* ONNX example: axis 1 of [[1,2],[3,4]] with [[0,0],[1,0]] */
     float x1[] = {1, 2, 3, 4}, w1[] = {1, 1, 4, 3};
     int64_t i1[] = {0, 0, 1, 0};
-    tu_in in[2] = {data_in(IR_F32, TU_SHAPE(2, 2), x1), data_in(IR_I64, TU_SHAPE(2, 2), i1)};
+    tu_in in[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 2), x1), tu_data_in(IR_I64, TU_SHAPE(2, 2), i1)};
     ir_attr a1 = tu_attr_int("axis", 1);
     ir_tensor out[1];
     ir_diag d = {{0}};
@@ -139,12 +129,12 @@ static void test_gather_elements(void **state) {
                      dims[axis];
         int32_t idx32[24];
         for (int i = 0; i < 24; i++) idx32[i] = (int32_t)idx[i];
-        tu_in in3[2] = {data_in(IR_F16, TU_SHAPE(A, B, C), x),
-                        data_in(axis == 1 ? IR_I32 : IR_I64, TU_SHAPE(2, 3, 4),
-                                axis == 1 ? (void *)idx32 : (void *)idx)};
+        tu_in in3[2] = {tu_data_in(IR_F16, TU_SHAPE(A, B, C), x),
+                        tu_data_in(axis == 1 ? IR_I32 : IR_I64, TU_SHAPE(2, 3, 4),
+                                   axis == 1 ? (void *)idx32 : (void *)idx)};
         ir_attr a = tu_attr_int("axis", axis - 3);
         assert_int_equal(run_one(IR_OP_GatherElements, 2, in3, 1, &a, out, &d), IR_OK);
-        expect_shape(&out[0], TU_SHAPE(2, 3, 4));
+        tu_expect_shape(&out[0], TU_SHAPE(2, 3, 4));
         const int16_t *y = out[0].data;
         for (int64_t i = 0; i < id[0]; i++)
             for (int64_t j = 0; j < id[1]; j++)
@@ -157,10 +147,10 @@ static void test_gather_elements(void **state) {
         tu_free_outputs(1, out);
     }
     int64_t bad[] = {0, 2, 1, 0};
-    in[1] = data_in(IR_I64, TU_SHAPE(2, 2), bad);
+    in[1] = tu_data_in(IR_I64, TU_SHAPE(2, 2), bad);
     assert_int_equal(run_one(IR_OP_GatherElements, 2, in, 1, &a1, out, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "index 2"));
-    in[1] = data_in(IR_I64, TU_SHAPE(3, 1), bad);
+    in[1] = tu_data_in(IR_I64, TU_SHAPE(3, 1), bad);
     assert_int_equal(run_one(IR_OP_GatherElements, 2, in, 1, &a1, out, &d), IR_ERR_SHAPE);
 }
 
@@ -172,12 +162,13 @@ static void test_scatter_nd(void **state) {
     for (int i = 0; i < 64; i++) x[i] = (float)i;
     for (int i = 0; i < 32; i++) up[i] = (float)(1000 + i);
     int64_t idx[] = {0, 2};
-    tu_in in[3] = {data_in(IR_F32, TU_SHAPE(4, 4, 4), x), data_in(IR_I64, TU_SHAPE(2, 1), idx),
-                   data_in(IR_F32, TU_SHAPE(2, 4, 4), up)};
+    tu_in in[3] = {tu_data_in(IR_F32, TU_SHAPE(4, 4, 4), x),
+                   tu_data_in(IR_I64, TU_SHAPE(2, 1), idx),
+                   tu_data_in(IR_F32, TU_SHAPE(2, 4, 4), up)};
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(run_one(IR_OP_ScatterND, 3, in, 0, NULL, out, &d), IR_OK);
-    expect_shape(&out[0], TU_SHAPE(4, 4, 4));
+    tu_expect_shape(&out[0], TU_SHAPE(4, 4, 4));
     const float *y = out[0].data;
     for (int i = 0; i < 64; i++) {
         int s = i / 16;
@@ -189,8 +180,8 @@ static void test_scatter_nd(void **state) {
     /* element updates (k = rank) with add and mul reductions, a repeated index accumulating */
     int64_t i2[] = {1, 2, -3, 0, 1, 2};
     float u2[] = {10, 20, 30};
-    in[1] = data_in(IR_I64, TU_SHAPE(3, 2), i2);
-    in[2] = data_in(IR_F32, TU_SHAPE(3), u2);
+    in[1] = tu_data_in(IR_I64, TU_SHAPE(3, 2), i2);
+    in[2] = tu_data_in(IR_F32, TU_SHAPE(3), u2);
     in[0].shape = TU_SHAPE(4, 16);
     const char *reds[] = {"add", "mul", "max", "none"};
     for (int r = 0; r < 4; r++) {
@@ -209,8 +200,8 @@ static void test_scatter_nd(void **state) {
     }
     /* an int64 add */
     int64_t xi[4] = {1, 2, 3, 4}, ui[2] = {100, -100}, ii[2] = {3, 0};
-    tu_in in2[3] = {data_in(IR_I64, TU_SHAPE(4), xi), data_in(IR_I64, TU_SHAPE(2, 1), ii),
-                    data_in(IR_I64, TU_SHAPE(2), ui)};
+    tu_in in2[3] = {tu_data_in(IR_I64, TU_SHAPE(4), xi), tu_data_in(IR_I64, TU_SHAPE(2, 1), ii),
+                    tu_data_in(IR_I64, TU_SHAPE(2), ui)};
     ir_attr add = tu_attr_str("reduction", "add");
     assert_int_equal(run_one(IR_OP_ScatterND, 3, in2, 1, &add, out, &d), IR_OK);
     int64_t wi[4] = {-99, 2, 3, 104};
@@ -218,13 +209,13 @@ static void test_scatter_nd(void **state) {
     tu_free_outputs(1, out);
 
     int64_t oob[] = {4, 0};
-    in2[1] = data_in(IR_I64, TU_SHAPE(2, 1), oob);
+    in2[1] = tu_data_in(IR_I64, TU_SHAPE(2, 1), oob);
     assert_int_equal(run_one(IR_OP_ScatterND, 3, in2, 0, NULL, out, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "index 4"));
-    in2[2] = data_in(IR_I64, TU_SHAPE(3), ui);
+    in2[2] = tu_data_in(IR_I64, TU_SHAPE(3), ui);
     assert_int_equal(run_one(IR_OP_ScatterND, 3, in2, 0, NULL, out, &d), IR_ERR_SHAPE);
     ir_attr bad = tu_attr_str("reduction", "avg");
-    in2[2] = data_in(IR_I64, TU_SHAPE(2), ui);
+    in2[2] = tu_data_in(IR_I64, TU_SHAPE(2), ui);
     assert_int_equal(run_one(IR_OP_ScatterND, 3, in2, 1, &bad, out, &d), IR_ERR_UNSUPPORTED);
 }
 
@@ -235,12 +226,12 @@ static void check_trilu(ir_dtype t, ir_shape xs, bool upper, const int64_t *k) {
     int64_t n = ir_shape_numel(&xs), rows = xs.dims[xs.rank - 2], cols = xs.dims[xs.rank - 1];
     unsigned char *x = malloc((size_t)n * es + 1);
     for (size_t i = 0; i < (size_t)n * es; i++) x[i] = (unsigned char)(i % 251 + 1);
-    tu_in in[2] = {data_in(t, xs, x), data_in(IR_I64, TU_SCALAR_SHAPE, k)};
+    tu_in in[2] = {tu_data_in(t, xs, x), tu_data_in(IR_I64, TU_SCALAR_SHAPE, k)};
     ir_attr a = tu_attr_int("upper", upper);
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(run_one(IR_OP_Trilu, k ? 2 : 1, in, 1, &a, out, &d), IR_OK);
-    expect_shape(&out[0], xs);
+    tu_expect_shape(&out[0], xs);
     int64_t kk = k ? *k : 0;
     const unsigned char *y = out[0].data;
     for (int64_t e = 0; e < n; e++) {
@@ -266,7 +257,7 @@ static void test_trilu(void **state) {
     float x[4] = {0};
     ir_diag d = {{0}};
     ir_tensor out[1];
-    tu_in in[1] = {data_in(IR_F32, TU_SHAPE(4), x)};
+    tu_in in[1] = {tu_data_in(IR_F32, TU_SHAPE(4), x)};
     assert_int_equal(run_one(IR_OP_Trilu, 1, in, 0, NULL, out, &d), IR_ERR_SHAPE);
 }
 

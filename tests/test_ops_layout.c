@@ -37,20 +37,6 @@ static void fill_bytes(void *p, size_t bytes, uint64_t seed) {
     for (size_t i = 0; i < bytes; i++) ((unsigned char *)p)[i] = (unsigned char)ir_mix64(seed + i);
 }
 
-static tu_in data_in(ir_dtype t, ir_shape s, const void *p) {
-    return (tu_in){.dtype = t, .shape = s, .data = p};
-}
-static tu_in ints_in(int n, const int64_t *v) {
-    return (tu_in){.dtype = IR_I64, .shape = {.rank = 1, .dims = {n}}, .data = v, .constant = true};
-}
-
-static void expect_shape(const ir_tensor *t, ir_shape s) {
-    char a[128], b[128];
-    if (!ir_shape_eq(&t->shape, &s))
-        fail_msg("shape %s, expected %s", ir_shape_str(&t->shape, a, sizeof a),
-                 ir_shape_str(&s, b, sizeof b));
-}
-
 /* Runs a one-output op on x (dtype t, random bytes) plus extra inputs, and compares with the
  * naive reference of f. */
 static void check_op(ir_op_kind op, ir_dtype t, ir_shape xs, int n_extra, const tu_in *extra,
@@ -59,28 +45,20 @@ static void check_op(ir_op_kind op, ir_dtype t, ir_shape xs, int n_extra, const 
     size_t es = ir_dtype_size(t), bytes = (size_t)ir_shape_numel(&xs) * es;
     void *x = malloc(bytes ? bytes : 1);
     fill_bytes(x, bytes, 99);
-    tu_in in[5] = {data_in(t, xs, x)};
+    tu_in in[5] = {tu_data_in(t, xs, x)};
     for (int i = 0; i < n_extra; i++) in[1 + i] = extra[i];
     ir_tensor out[1];
     ir_diag d = {{0}};
     ir_status st = tu_run_op(op, 1 + n_extra, in, 1, n_attrs, attrs, out, &d);
     if (st != IR_OK) fail_msg("%s", d.msg);
     assert_int_equal(out[0].dtype, t);
-    expect_shape(&out[0], want);
+    tu_expect_shape(&out[0], want);
     void *ref = naive(&want, es, x, pad, f, ctx);
     size_t ob = (size_t)ir_shape_numel(&want) * es;
     if (ob) assert_memory_equal(out[0].data, ref, ob);
     free(ref);
     free(x);
     tu_free_outputs(1, out);
-}
-
-static ir_status run_err(ir_op_kind op, int n_in, const tu_in *in, int n_out, int n_attrs,
-                         const ir_attr *attrs, ir_diag *d) {
-    ir_tensor out[8] = {{0}};
-    ir_status st = tu_run_op(op, n_in, in, n_out, n_attrs, attrs, out, d);
-    tu_free_outputs(n_out, out); /* a failing kernel leaves its allocated outputs */
-    return st;
 }
 
 /* ---------------------------------------------------------------- Transpose */
@@ -131,10 +109,10 @@ static void test_transpose(void **state) {
     ir_diag d = {{0}};
     int64_t bad[] = {0, 0};
     ir_attr a = tu_attr_ints("perm", 2, bad);
-    tu_in in[1] = {data_in(IR_F32, TU_SHAPE(2, 3), x)};
-    assert_int_equal(run_err(IR_OP_Transpose, 1, in, 1, 1, &a, &d), IR_ERR_INVALID);
+    tu_in in[1] = {tu_data_in(IR_F32, TU_SHAPE(2, 3), x)};
+    assert_int_equal(tu_run_err(IR_OP_Transpose, 1, in, 1, 1, &a, &d), IR_ERR_INVALID);
     a.n = 1;
-    assert_int_equal(run_err(IR_OP_Transpose, 1, in, 1, 1, &a, &d), IR_ERR_INVALID);
+    assert_int_equal(tu_run_err(IR_OP_Transpose, 1, in, 1, 1, &a, &d), IR_ERR_INVALID);
 }
 
 /* ---------------------------------------------------------------- Concat, Split */
@@ -151,7 +129,7 @@ static void test_concat(void **state) {
             s[i].dims[ax] = sizes[i];
             x[i] = malloc(sizeof(float) * 48);
             tu_fill(x[i], ir_shape_numel(&s[i]), (uint64_t)(i + 10));
-            in[i] = data_in(IR_F32, s[i], x[i]);
+            in[i] = tu_data_in(IR_F32, s[i], x[i]);
         }
         ir_attr a = tu_attr_int("axis", axis);
         ir_tensor out[1];
@@ -159,7 +137,7 @@ static void test_concat(void **state) {
         assert_int_equal(tu_run_op(IR_OP_Concat, 3, in, 1, 1, &a, out, &d), IR_OK);
         ir_shape want = TU_SHAPE(2, 3, 4);
         want.dims[ax] = 4;
-        expect_shape(&out[0], want);
+        tu_expect_shape(&out[0], want);
         const float *y = out[0].data;
         for (int64_t i = 0; i < 2; i++)
             for (int64_t j = 0; j < want.dims[1]; j++)
@@ -174,12 +152,12 @@ static void test_concat(void **state) {
     }
     float x[24] = {0};
     ir_diag d = {{0}};
-    tu_in bad[2] = {data_in(IR_F32, TU_SHAPE(2, 3), x), data_in(IR_F32, TU_SHAPE(3, 3), x)};
+    tu_in bad[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3), x), tu_data_in(IR_F32, TU_SHAPE(3, 3), x)};
     ir_attr a1 = tu_attr_int("axis", 1), a2 = tu_attr_int("axis", 2);
-    assert_int_equal(run_err(IR_OP_Concat, 2, bad, 1, 1, &a1, &d), IR_ERR_SHAPE);
-    assert_int_equal(run_err(IR_OP_Concat, 2, bad, 1, 1, &a2, &d), IR_ERR_INVALID);
-    tu_in mixed[2] = {data_in(IR_F32, TU_SHAPE(2, 3), x), data_in(IR_I32, TU_SHAPE(2, 3), x)};
-    assert_int_equal(run_err(IR_OP_Concat, 2, mixed, 1, 1, &a1, &d), IR_ERR_SHAPE);
+    assert_int_equal(tu_run_err(IR_OP_Concat, 2, bad, 1, 1, &a1, &d), IR_ERR_SHAPE);
+    assert_int_equal(tu_run_err(IR_OP_Concat, 2, bad, 1, 1, &a2, &d), IR_ERR_INVALID);
+    tu_in mixed[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3), x), tu_data_in(IR_I32, TU_SHAPE(2, 3), x)};
+    assert_int_equal(tu_run_err(IR_OP_Concat, 2, mixed, 1, 1, &a1, &d), IR_ERR_SHAPE);
 }
 
 /* Splits a [4, 6] int32 tensor (x[i][j] = 10 i + j) along axis into n parts of the given
@@ -188,7 +166,7 @@ static void check_split(int n_in, const tu_in *extra, int n_attrs, const ir_attr
                         int n, const int64_t *sizes) {
     int32_t x[24];
     for (int i = 0; i < 24; i++) x[i] = (int32_t)(10 * (i / 6) + i % 6);
-    tu_in in[2] = {data_in(IR_I32, TU_SHAPE(4, 6), x)};
+    tu_in in[2] = {tu_data_in(IR_I32, TU_SHAPE(4, 6), x)};
     if (n_in > 1) in[1] = extra[0];
     ir_tensor out[8];
     ir_diag d = {{0}};
@@ -198,7 +176,7 @@ static void check_split(int n_in, const tu_in *extra, int n_attrs, const ir_attr
     for (int p = 0; p < n; p++) {
         ir_shape want = TU_SHAPE(4, 6);
         want.dims[axis] = sizes[p];
-        expect_shape(&out[p], want);
+        tu_expect_shape(&out[p], want);
         const int32_t *y = out[p].data;
         for (int64_t i = 0; i < want.dims[0]; i++)
             for (int64_t j = 0; j < want.dims[1]; j++) {
@@ -216,7 +194,7 @@ static void test_split(void **state) {
     check_split(1, NULL, 1, &a1, 1, 3, eq3);
     check_split(1, NULL, 0, NULL, 0, 2, eq2);
     int64_t sp[] = {1, 0, 5};
-    tu_in e[1] = {ints_in(3, sp)};
+    tu_in e[1] = {tu_ints_in(3, sp)};
     check_split(2, e, 1, &a1, 1, 3, sp);
     int64_t sp0[] = {3, 1};
     ir_attr attrs[] = {a0, tu_attr_ints("split", 2, sp0)}; /* before opset 13 */
@@ -228,12 +206,12 @@ static void test_split(void **state) {
 
     int32_t x[24] = {0};
     ir_diag d = {{0}};
-    tu_in bad[2] = {data_in(IR_I32, TU_SHAPE(4, 6), x)};
-    assert_int_equal(run_err(IR_OP_Split, 1, bad, 4, 1, &a1, &d), IR_ERR_SHAPE);
+    tu_in bad[2] = {tu_data_in(IR_I32, TU_SHAPE(4, 6), x)};
+    assert_int_equal(tu_run_err(IR_OP_Split, 1, bad, 4, 1, &a1, &d), IR_ERR_SHAPE);
     int64_t wrong[] = {2, 3};
-    bad[1] = ints_in(2, wrong);
-    assert_int_equal(run_err(IR_OP_Split, 2, bad, 2, 1, &a1, &d), IR_ERR_SHAPE);
-    assert_int_equal(run_err(IR_OP_Split, 2, bad, 3, 1, &a1, &d), IR_ERR_INVALID);
+    bad[1] = tu_ints_in(2, wrong);
+    assert_int_equal(tu_run_err(IR_OP_Split, 2, bad, 2, 1, &a1, &d), IR_ERR_SHAPE);
+    assert_int_equal(tu_run_err(IR_OP_Split, 2, bad, 3, 1, &a1, &d), IR_ERR_INVALID);
 }
 
 /* ---------------------------------------------------------------- Slice */
@@ -253,7 +231,8 @@ static int64_t sl_map(const int64_t *o, const void *c) {
 /* ctx holds the expected first index and step per dim, want the expected shape. */
 static void check_slice(ir_dtype t, ir_shape xs, int n, const int64_t *starts, const int64_t *ends,
                         const int64_t *axes, const int64_t *steps, ir_shape want, const sl_ctx *c) {
-    tu_in e[4] = {ints_in(n, starts), ints_in(n, ends), ints_in(n, axes), ints_in(n, steps)};
+    tu_in e[4] = {tu_ints_in(n, starts), tu_ints_in(n, ends), tu_ints_in(n, axes),
+                  tu_ints_in(n, steps)};
     if (!axes) e[2].data = NULL;
     check_op(IR_OP_Slice, t, xs, steps ? 4 : axes ? 3 : 2, e, 0, NULL, want, NULL, sl_map, c);
 }
@@ -286,15 +265,15 @@ static void test_slice(void **state) {
     float x[210] = {0};
     ir_diag d = {{0}};
     int64_t z[] = {0};
-    tu_in bad[5] = {data_in(IR_F32, xs, x), ints_in(1, z), ints_in(1, s4), ints_in(1, z),
-                    ints_in(1, z)};
-    assert_int_equal(run_err(IR_OP_Slice, 5, bad, 1, 0, NULL, &d), IR_ERR_INVALID); /* step 0 */
+    tu_in bad[5] = {tu_data_in(IR_F32, xs, x), tu_ints_in(1, z), tu_ints_in(1, s4),
+                    tu_ints_in(1, z), tu_ints_in(1, z)};
+    assert_int_equal(tu_run_err(IR_OP_Slice, 5, bad, 1, 0, NULL, &d), IR_ERR_INVALID); /* step 0 */
     int64_t far[] = {3};
-    bad[3] = ints_in(1, far);
-    bad[4] = ints_in(1, a4);
-    assert_int_equal(run_err(IR_OP_Slice, 5, bad, 1, 0, NULL, &d), IR_ERR_INVALID); /* axis 3 */
-    bad[2] = ints_in(2, e1);
-    assert_int_equal(run_err(IR_OP_Slice, 3, bad, 1, 0, NULL, &d), IR_ERR_INVALID);
+    bad[3] = tu_ints_in(1, far);
+    bad[4] = tu_ints_in(1, a4);
+    assert_int_equal(tu_run_err(IR_OP_Slice, 5, bad, 1, 0, NULL, &d), IR_ERR_INVALID); /* axis 3 */
+    bad[2] = tu_ints_in(2, e1);
+    assert_int_equal(tu_run_err(IR_OP_Slice, 3, bad, 1, 0, NULL, &d), IR_ERR_INVALID);
 }
 
 /* ---------------------------------------------------------------- Expand, Tile */
@@ -322,52 +301,52 @@ static int64_t tile_map(const int64_t *o, const void *c) {
 
 static void test_expand(void **state) {
     int64_t s1[] = {2, 3, 4};
-    tu_in e1[] = {ints_in(3, s1)};
+    tu_in e1[] = {tu_ints_in(3, s1)};
     bc_ctx c1 = {TU_SHAPE(3, 1), TU_SHAPE(2, 3, 4)};
     check_op(IR_OP_Expand, IR_F32, c1.in, 1, e1, 0, NULL, c1.out, NULL, bc_map, &c1);
     /* bidirectional: the shape may be smaller and broadcast against the input */
     int64_t s2[] = {3, 1};
-    tu_in e2[] = {ints_in(2, s2)};
+    tu_in e2[] = {tu_ints_in(2, s2)};
     bc_ctx c2 = {TU_SHAPE(2, 1, 5), TU_SHAPE(2, 3, 5)};
     check_op(IR_OP_Expand, IR_I8, c2.in, 1, e2, 0, NULL, c2.out, NULL, bc_map, &c2);
     int64_t s3[] = {4, 1, 1000};
-    tu_in e3[] = {ints_in(3, s3)};
+    tu_in e3[] = {tu_ints_in(3, s3)};
     bc_ctx c3 = {TU_SCALAR_SHAPE, TU_SHAPE(4, 1, 1000)};
     check_op(IR_OP_Expand, IR_F64, c3.in, 1, e3, 0, NULL, c3.out, NULL, bc_map, &c3);
     int64_t s4[] = {0, 3};
-    tu_in e4[] = {ints_in(2, s4)};
+    tu_in e4[] = {tu_ints_in(2, s4)};
     bc_ctx c4 = {TU_SHAPE(1, 3), TU_SHAPE(0, 3)};
     check_op(IR_OP_Expand, IR_F32, c4.in, 1, e4, 0, NULL, c4.out, NULL, bc_map, &c4);
 
     float x[6] = {0};
     ir_diag d = {{0}};
     int64_t bad[] = {4, 3};
-    tu_in in[2] = {data_in(IR_F32, TU_SHAPE(2, 3), x), ints_in(2, bad)};
-    assert_int_equal(run_err(IR_OP_Expand, 2, in, 1, 0, NULL, &d), IR_ERR_SHAPE);
+    tu_in in[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3), x), tu_ints_in(2, bad)};
+    assert_int_equal(tu_run_err(IR_OP_Expand, 2, in, 1, 0, NULL, &d), IR_ERR_SHAPE);
     assert_non_null(strstr(d.msg, "[2,3]"));
 }
 
 static void test_tile(void **state) {
     int64_t r1[] = {2, 3};
-    tu_in e1[] = {ints_in(2, r1)};
+    tu_in e1[] = {tu_ints_in(2, r1)};
     bc_ctx c1 = {TU_SHAPE(2, 3), TU_SHAPE(4, 9)};
     check_op(IR_OP_Tile, IR_F32, c1.in, 1, e1, 0, NULL, c1.out, NULL, tile_map, &c1);
     int64_t r2[] = {1, 4, 2};
-    tu_in e2[] = {ints_in(3, r2)};
+    tu_in e2[] = {tu_ints_in(3, r2)};
     bc_ctx c2 = {TU_SHAPE(3, 1, 5), TU_SHAPE(3, 4, 10)};
     check_op(IR_OP_Tile, IR_F16, c2.in, 1, e2, 0, NULL, c2.out, NULL, tile_map, &c2);
     int64_t r3[] = {2, 0};
-    tu_in e3[] = {ints_in(2, r3)};
+    tu_in e3[] = {tu_ints_in(2, r3)};
     bc_ctx c3 = {TU_SHAPE(2, 3), TU_SHAPE(4, 0)};
     check_op(IR_OP_Tile, IR_F32, c3.in, 1, e3, 0, NULL, c3.out, NULL, tile_map, &c3);
 
     float x[6] = {0};
     ir_diag d = {{0}};
-    tu_in in[2] = {data_in(IR_F32, TU_SHAPE(2, 3), x), ints_in(3, r2)};
-    assert_int_equal(run_err(IR_OP_Tile, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in in[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3), x), tu_ints_in(3, r2)};
+    assert_int_equal(tu_run_err(IR_OP_Tile, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
     int64_t neg[] = {1, -1};
-    in[1] = ints_in(2, neg);
-    assert_int_equal(run_err(IR_OP_Tile, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
+    in[1] = tu_ints_in(2, neg);
+    assert_int_equal(tu_run_err(IR_OP_Tile, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
 }
 
 /* ---------------------------------------------------------------- Pad */
@@ -406,9 +385,9 @@ static void check_pad(ir_dtype t, ir_shape xs, const char *mode, const int64_t *
         c.pb[ax] = pads[i];
         want.dims[ax] += pads[i] + pads[na + i];
     }
-    tu_in e[3] = {ints_in(2 * na, pads),
+    tu_in e[3] = {tu_ints_in(2 * na, pads),
                   {.dtype = t, .shape = TU_SCALAR_SHAPE, .data = cval},
-                  ints_in(naxes, axes)};
+                  tu_ints_in(naxes, axes)};
     ir_attr m = tu_attr_str("mode", mode);
     unsigned char zero[8] = {0};
     check_op(IR_OP_Pad, t, xs,
@@ -447,17 +426,17 @@ static void test_pad(void **state) {
     float x[12] = {0};
     ir_diag d = {{0}};
     int64_t odd[] = {1, 1, 1};
-    tu_in in[2] = {data_in(IR_F32, TU_SHAPE(3, 4), x), ints_in(3, odd)};
-    assert_int_equal(run_err(IR_OP_Pad, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in in[2] = {tu_data_in(IR_F32, TU_SHAPE(3, 4), x), tu_ints_in(3, odd)};
+    assert_int_equal(tu_run_err(IR_OP_Pad, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
     int64_t crop[] = {-4, 0, 0, 0};
-    in[1] = ints_in(4, crop);
-    assert_int_equal(run_err(IR_OP_Pad, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
+    in[1] = tu_ints_in(4, crop);
+    assert_int_equal(tu_run_err(IR_OP_Pad, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
     ir_attr wrap = tu_attr_str("mode", "wrap");
-    in[1] = ints_in(4, p5);
-    assert_int_equal(run_err(IR_OP_Pad, 2, in, 1, 1, &wrap, &d), IR_ERR_UNSUPPORTED);
+    in[1] = tu_ints_in(4, p5);
+    assert_int_equal(tu_run_err(IR_OP_Pad, 2, in, 1, 1, &wrap, &d), IR_ERR_UNSUPPORTED);
     ir_attr refl = tu_attr_str("mode", "reflect");
-    tu_in empty[2] = {data_in(IR_F32, TU_SHAPE(0, 4), x), ints_in(4, p5)};
-    assert_int_equal(run_err(IR_OP_Pad, 2, empty, 1, 1, &refl, &d), IR_ERR_INVALID);
+    tu_in empty[2] = {tu_data_in(IR_F32, TU_SHAPE(0, 4), x), tu_ints_in(4, p5)};
+    assert_int_equal(tu_run_err(IR_OP_Pad, 2, empty, 1, 1, &refl, &d), IR_ERR_INVALID);
 }
 
 static void test_op_table(void **state) {

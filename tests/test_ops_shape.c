@@ -5,8 +5,6 @@
 
 #include "ir-impl.h"
 
-/* Strong references: while ir-op-table.c refers to op definitions weakly, they are what pulls
- * ops-shape.o out of the static library. */
 static void test_op_table(void **state) {
     const ir_op_def *defs[] = {&ir_opdef_Reshape,   &ir_opdef_Flatten,         &ir_opdef_Squeeze,
                                &ir_opdef_Unsqueeze, &ir_opdef_Shape,           &ir_opdef_Size,
@@ -21,21 +19,6 @@ static void test_op_table(void **state) {
     }
 }
 
-static tu_in data_in(ir_dtype t, ir_shape s, const void *p) {
-    return (tu_in){.dtype = t, .shape = s, .data = p};
-}
-/* A constant 1-D int64 input (shape-like inputs). */
-static tu_in ints_in(int n, const int64_t *v) {
-    return (tu_in){.dtype = IR_I64, .shape = {.rank = 1, .dims = {n}}, .data = v, .constant = true};
-}
-
-static void expect_shape(const ir_tensor *t, ir_shape s) {
-    char a[128], b[128];
-    if (!ir_shape_eq(&t->shape, &s))
-        fail_msg("shape %s, expected %s", ir_shape_str(&t->shape, a, sizeof a),
-                 ir_shape_str(&s, b, sizeof b));
-}
-
 /* Runs a one-output op that only re-describes its input and checks shape and bytes. */
 static void check_redescribe(ir_op_kind op, ir_shape in_shape, int n_extra, const tu_in *extra,
                              int n_attrs, const ir_attr *attrs, ir_shape want) {
@@ -43,69 +26,61 @@ static void check_redescribe(ir_op_kind op, ir_shape in_shape, int n_extra, cons
     int64_t n = ir_shape_numel(&in_shape);
     assert_true(n <= 256);
     tu_fill(x, n, 7);
-    tu_in in[3] = {data_in(IR_F32, in_shape, x)};
+    tu_in in[3] = {tu_data_in(IR_F32, in_shape, x)};
     for (int i = 0; i < n_extra; i++) in[1 + i] = extra[i];
     ir_tensor out[1];
     ir_diag d = {{0}};
     ir_status st = tu_run_op(op, 1 + n_extra, in, 1, n_attrs, attrs, out, &d);
     if (st != IR_OK) fail_msg("%s", d.msg);
     assert_int_equal(out[0].dtype, IR_F32);
-    expect_shape(&out[0], want);
+    tu_expect_shape(&out[0], want);
     if (n) assert_memory_equal(out[0].data, x, (size_t)n * 4);
     tu_free_outputs(1, out);
 }
 
-static ir_status run_err(ir_op_kind op, int n_in, const tu_in *in, int n_attrs,
-                         const ir_attr *attrs, ir_diag *d) {
-    ir_tensor out[1] = {{0}};
-    ir_status st = tu_run_op(op, n_in, in, 1, n_attrs, attrs, out, d);
-    tu_free_outputs(1, out); /* a failing kernel leaves its allocated output */
-    return st;
-}
-
 static void test_reshape(void **state) {
     int64_t s1[] = {0, -1};
-    tu_in e1[] = {ints_in(2, s1)};
+    tu_in e1[] = {tu_ints_in(2, s1)};
     check_redescribe(IR_OP_Reshape, TU_SHAPE(2, 3, 4), 1, e1, 0, NULL, TU_SHAPE(2, 12));
     int64_t s2[] = {-1, 3, 1};
-    tu_in e2[] = {ints_in(3, s2)};
+    tu_in e2[] = {tu_ints_in(3, s2)};
     check_redescribe(IR_OP_Reshape, TU_SHAPE(2, 3, 4), 1, e2, 0, NULL, TU_SHAPE(8, 3, 1));
     int64_t s3[] = {-1};
-    tu_in e3[] = {ints_in(1, s3)};
+    tu_in e3[] = {tu_ints_in(1, s3)};
     check_redescribe(IR_OP_Reshape, TU_SCALAR_SHAPE, 1, e3, 0, NULL, TU_SHAPE(1));
-    tu_in e4[] = {ints_in(0, s3)};
+    tu_in e4[] = {tu_ints_in(0, s3)};
     check_redescribe(IR_OP_Reshape, TU_SHAPE(1, 1), 1, e4, 0, NULL, TU_SCALAR_SHAPE);
     /* allowzero=1 keeps a literal 0: an empty tensor */
     int64_t s5[] = {0, 3};
-    tu_in e5[] = {ints_in(2, s5)};
+    tu_in e5[] = {tu_ints_in(2, s5)};
     ir_attr az = tu_attr_int("allowzero", 1);
     check_redescribe(IR_OP_Reshape, TU_SHAPE(3, 0), 1, e5, 1, &az, TU_SHAPE(0, 3));
     /* without allowzero the 0 copies dim 0 (3): [3,3] does not hold 0 elements */
     float x[9] = {0};
     ir_diag d = {{0}};
-    tu_in bad[2] = {data_in(IR_F32, TU_SHAPE(3, 0), x), ints_in(2, s5)};
-    assert_int_equal(run_err(IR_OP_Reshape, 2, bad, 0, NULL, &d), IR_ERR_SHAPE);
+    tu_in bad[2] = {tu_data_in(IR_F32, TU_SHAPE(3, 0), x), tu_ints_in(2, s5)};
+    assert_int_equal(tu_run_err(IR_OP_Reshape, 2, bad, 1, 0, NULL, &d), IR_ERR_SHAPE);
     int64_t s6[] = {5, -1};
-    tu_in bad2[2] = {data_in(IR_F32, TU_SHAPE(2, 3, 4), x), ints_in(2, s6)};
-    assert_int_equal(run_err(IR_OP_Reshape, 2, bad2, 0, NULL, &d), IR_ERR_SHAPE);
+    tu_in bad2[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3, 4), x), tu_ints_in(2, s6)};
+    assert_int_equal(tu_run_err(IR_OP_Reshape, 2, bad2, 1, 0, NULL, &d), IR_ERR_SHAPE);
     assert_non_null(strstr(d.msg, "test_node"));
     int64_t s7[] = {-1, -1};
-    tu_in bad3[2] = {data_in(IR_F32, TU_SHAPE(2, 3, 4), x), ints_in(2, s7)};
-    assert_int_equal(run_err(IR_OP_Reshape, 2, bad3, 0, NULL, &d), IR_ERR_INVALID);
-    tu_in dyn[2] = {data_in(IR_F32, TU_SHAPE(2, 3, 4), x), ints_in(2, s1)};
+    tu_in bad3[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3, 4), x), tu_ints_in(2, s7)};
+    assert_int_equal(tu_run_err(IR_OP_Reshape, 2, bad3, 1, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in dyn[2] = {tu_data_in(IR_F32, TU_SHAPE(2, 3, 4), x), tu_ints_in(2, s1)};
     dyn[1].constant = false;
-    assert_int_equal(run_err(IR_OP_Reshape, 2, dyn, 0, NULL, &d), IR_ERR_UNSUPPORTED);
+    assert_int_equal(tu_run_err(IR_OP_Reshape, 2, dyn, 1, 0, NULL, &d), IR_ERR_UNSUPPORTED);
 }
 
 static void test_reshape_f16(void **state) {
     uint16_t x[6] = {1, 2, 3, 4, 5, 6};
     int64_t s[] = {3, -1};
-    tu_in in[2] = {data_in(IR_F16, TU_SHAPE(6), x), ints_in(2, s)};
+    tu_in in[2] = {tu_data_in(IR_F16, TU_SHAPE(6), x), tu_ints_in(2, s)};
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(tu_run_op(IR_OP_Reshape, 2, in, 1, 0, NULL, out, &d), IR_OK);
     assert_int_equal(out[0].dtype, IR_F16);
-    expect_shape(&out[0], TU_SHAPE(3, 2));
+    tu_expect_shape(&out[0], TU_SHAPE(3, 2));
     assert_memory_equal(out[0].data, x, sizeof x);
     tu_free_outputs(1, out);
 }
@@ -119,14 +94,14 @@ static void test_flatten(void **state) {
     check_redescribe(IR_OP_Flatten, TU_SCALAR_SHAPE, 0, NULL, 1, &a0, TU_SHAPE(1, 1));
     ir_attr a4 = tu_attr_int("axis", 4);
     float x[24] = {0};
-    tu_in in[1] = {data_in(IR_F32, TU_SHAPE(2, 3, 4), x)};
+    tu_in in[1] = {tu_data_in(IR_F32, TU_SHAPE(2, 3, 4), x)};
     ir_diag d = {{0}};
-    assert_int_equal(run_err(IR_OP_Flatten, 1, in, 1, &a4, &d), IR_ERR_INVALID);
+    assert_int_equal(tu_run_err(IR_OP_Flatten, 1, in, 1, 1, &a4, &d), IR_ERR_INVALID);
 }
 
 static void test_squeeze_unsqueeze(void **state) {
     int64_t ax1[] = {-1, 0};
-    tu_in e1[] = {ints_in(2, ax1)};
+    tu_in e1[] = {tu_ints_in(2, ax1)};
     check_redescribe(IR_OP_Squeeze, TU_SHAPE(1, 3, 1, 1), 1, e1, 0, NULL, TU_SHAPE(3, 1));
     check_redescribe(IR_OP_Squeeze, TU_SHAPE(1, 3, 1, 1), 0, NULL, 0, NULL, TU_SHAPE(3));
     /* before opset 13: the axes attribute */
@@ -136,40 +111,40 @@ static void test_squeeze_unsqueeze(void **state) {
     check_redescribe(IR_OP_Squeeze, TU_SHAPE(1), 0, NULL, 0, NULL, TU_SCALAR_SHAPE);
 
     int64_t ax3[] = {-1, 0};
-    tu_in e3[] = {ints_in(2, ax3)};
+    tu_in e3[] = {tu_ints_in(2, ax3)};
     check_redescribe(IR_OP_Unsqueeze, TU_SHAPE(3, 4), 1, e3, 0, NULL, TU_SHAPE(1, 3, 4, 1));
     int64_t ax4[] = {0};
-    tu_in e4[] = {ints_in(1, ax4)};
+    tu_in e4[] = {tu_ints_in(1, ax4)};
     check_redescribe(IR_OP_Unsqueeze, TU_SCALAR_SHAPE, 1, e4, 0, NULL, TU_SHAPE(1));
     int64_t ax5[] = {1, -2};
-    tu_in e5[] = {ints_in(2, ax5)};
+    tu_in e5[] = {tu_ints_in(2, ax5)};
     check_redescribe(IR_OP_Unsqueeze, TU_SHAPE(2, 0), 1, e5, 0, NULL, TU_SHAPE(2, 1, 1, 0));
 
     float x[12] = {0};
     ir_diag d = {{0}};
     int64_t bad_ax[] = {1};
-    tu_in b1[2] = {data_in(IR_F32, TU_SHAPE(1, 3), x), ints_in(1, bad_ax)};
-    assert_int_equal(run_err(IR_OP_Squeeze, 2, b1, 0, NULL, &d), IR_ERR_SHAPE);
+    tu_in b1[2] = {tu_data_in(IR_F32, TU_SHAPE(1, 3), x), tu_ints_in(1, bad_ax)};
+    assert_int_equal(tu_run_err(IR_OP_Squeeze, 2, b1, 1, 0, NULL, &d), IR_ERR_SHAPE);
     assert_non_null(strstr(d.msg, "size 3"));
     int64_t far[] = {5};
-    tu_in b2[2] = {data_in(IR_F32, TU_SHAPE(1, 3), x), ints_in(1, far)};
-    assert_int_equal(run_err(IR_OP_Squeeze, 2, b2, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in b2[2] = {tu_data_in(IR_F32, TU_SHAPE(1, 3), x), tu_ints_in(1, far)};
+    assert_int_equal(tu_run_err(IR_OP_Squeeze, 2, b2, 1, 0, NULL, &d), IR_ERR_INVALID);
     int64_t dup[] = {0, -4}; /* -4 is 0 of the rank-4 output */
-    tu_in b3[2] = {data_in(IR_F32, TU_SHAPE(1, 3), x), ints_in(2, dup)};
-    assert_int_equal(run_err(IR_OP_Unsqueeze, 2, b3, 0, NULL, &d), IR_ERR_INVALID);
-    tu_in b4[1] = {data_in(IR_F32, TU_SHAPE(1, 3), x)};
-    assert_int_equal(run_err(IR_OP_Unsqueeze, 1, b4, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in b3[2] = {tu_data_in(IR_F32, TU_SHAPE(1, 3), x), tu_ints_in(2, dup)};
+    assert_int_equal(tu_run_err(IR_OP_Unsqueeze, 2, b3, 1, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in b4[1] = {tu_data_in(IR_F32, TU_SHAPE(1, 3), x)};
+    assert_int_equal(tu_run_err(IR_OP_Unsqueeze, 1, b4, 1, 0, NULL, &d), IR_ERR_INVALID);
 }
 
 static void check_shape_op(ir_shape in_shape, int n_attrs, const ir_attr *attrs, int n,
                            const int64_t *want) {
     float x[1] = {0};
-    tu_in in[1] = {data_in(IR_F32, in_shape, x)};
+    tu_in in[1] = {tu_data_in(IR_F32, in_shape, x)};
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(tu_run_op(IR_OP_Shape, 1, in, 1, n_attrs, attrs, out, &d), IR_OK);
     assert_int_equal(out[0].dtype, IR_I64);
-    expect_shape(&out[0], TU_SHAPE(n));
+    tu_expect_shape(&out[0], TU_SHAPE(n));
     if (n) assert_memory_equal(out[0].data, want, sizeof(int64_t) * (size_t)n);
     tu_free_outputs(1, out);
 }
@@ -190,12 +165,12 @@ static void test_shape_size(void **state) {
     ir_shape shapes[] = {TU_SHAPE(2, 3, 5), TU_SCALAR_SHAPE, TU_SHAPE(4, 0)};
     int64_t want[] = {30, 1, 0};
     for (int i = 0; i < 3; i++) {
-        tu_in in[1] = {data_in(IR_F32, shapes[i], x)};
+        tu_in in[1] = {tu_data_in(IR_F32, shapes[i], x)};
         ir_tensor out[1];
         ir_diag d = {{0}};
         assert_int_equal(tu_run_op(IR_OP_Size, 1, in, 1, 0, NULL, out, &d), IR_OK);
         assert_int_equal(out[0].dtype, IR_I64);
-        expect_shape(&out[0], TU_SCALAR_SHAPE);
+        tu_expect_shape(&out[0], TU_SCALAR_SHAPE);
         assert_int_equal(*(int64_t *)out[0].data, want[i]);
         tu_free_outputs(1, out);
     }
@@ -209,7 +184,7 @@ static void run_constant(int n_attrs, const ir_attr *attrs, ir_dtype t, ir_shape
     ir_status st = tu_run_op(IR_OP_Constant, 0, NULL, 1, n_attrs, attrs, out, &d);
     if (st != IR_OK) fail_msg("%s", d.msg);
     assert_int_equal(out[0].dtype, t);
-    expect_shape(&out[0], s);
+    tu_expect_shape(&out[0], s);
     size_t bytes = (size_t)ir_shape_numel(&s) * ir_dtype_size(t);
     if (bytes) assert_memory_equal(out[0].data, want, bytes);
     tu_free_outputs(1, out);
@@ -241,21 +216,21 @@ static void test_constant(void **state) {
     run_constant(1, &vfs, IR_F32, TU_SHAPE(2), fl);
 
     ir_diag d = {{0}};
-    assert_int_equal(run_err(IR_OP_Constant, 0, NULL, 0, NULL, &d), IR_ERR_INVALID);
+    assert_int_equal(tu_run_err(IR_OP_Constant, 0, NULL, 1, 0, NULL, &d), IR_ERR_INVALID);
     ir_attr two[] = {vf, vn};
-    assert_int_equal(run_err(IR_OP_Constant, 0, NULL, 2, two, &d), IR_ERR_INVALID);
+    assert_int_equal(tu_run_err(IR_OP_Constant, 0, NULL, 1, 2, two, &d), IR_ERR_INVALID);
     ir_attr str = tu_attr_str("value_string", "x");
-    assert_int_equal(run_err(IR_OP_Constant, 0, NULL, 1, &str, &d), IR_ERR_UNSUPPORTED);
+    assert_int_equal(tu_run_err(IR_OP_Constant, 0, NULL, 1, 1, &str, &d), IR_ERR_UNSUPPORTED);
 }
 
 static void test_constant_of_shape(void **state) {
     int64_t sh[] = {2, 3};
-    tu_in in[1] = {ints_in(2, sh)};
+    tu_in in[1] = {tu_ints_in(2, sh)};
     ir_tensor out[1];
     ir_diag d = {{0}};
     assert_int_equal(tu_run_op(IR_OP_ConstantOfShape, 1, in, 1, 0, NULL, out, &d), IR_OK);
     assert_int_equal(out[0].dtype, IR_F32);
-    expect_shape(&out[0], TU_SHAPE(2, 3));
+    tu_expect_shape(&out[0], TU_SHAPE(2, 3));
     for (int i = 0; i < 6; i++) assert_true(((float *)out[0].data)[i] == 0.0f);
     tu_free_outputs(1, out);
 
@@ -268,24 +243,24 @@ static void test_constant_of_shape(void **state) {
                  .t_shape = TU_SHAPE(1),
                  .t_blob = b};
     int64_t sh2[] = {3, 1, 5};
-    tu_in in2[1] = {ints_in(3, sh2)};
+    tu_in in2[1] = {tu_ints_in(3, sh2)};
     assert_int_equal(tu_run_op(IR_OP_ConstantOfShape, 1, in2, 1, 1, &v, out, &d), IR_OK);
     assert_int_equal(out[0].dtype, IR_I64);
-    expect_shape(&out[0], TU_SHAPE(3, 1, 5));
+    tu_expect_shape(&out[0], TU_SHAPE(3, 1, 5));
     for (int i = 0; i < 15; i++) assert_int_equal(((int64_t *)out[0].data)[i], 7);
     tu_free_outputs(1, out);
 
     /* an empty shape gives a scalar */
-    tu_in in3[1] = {ints_in(0, sh)};
+    tu_in in3[1] = {tu_ints_in(0, sh)};
     assert_int_equal(tu_run_op(IR_OP_ConstantOfShape, 1, in3, 1, 1, &v, out, &d), IR_OK);
-    expect_shape(&out[0], TU_SCALAR_SHAPE);
+    tu_expect_shape(&out[0], TU_SCALAR_SHAPE);
     assert_int_equal(*(int64_t *)out[0].data, 7);
     tu_free_outputs(1, out);
     ir_blob_unref(b);
 
     int64_t neg[] = {2, -1};
-    tu_in in4[1] = {ints_in(2, neg)};
-    assert_int_equal(run_err(IR_OP_ConstantOfShape, 1, in4, 0, NULL, &d), IR_ERR_INVALID);
+    tu_in in4[1] = {tu_ints_in(2, neg)};
+    assert_int_equal(tu_run_err(IR_OP_ConstantOfShape, 1, in4, 1, 0, NULL, &d), IR_ERR_INVALID);
 }
 
 static void run_range(ir_dtype t, const void *s, const void *l, const void *dl, int64_t n,
@@ -299,7 +274,7 @@ static void run_range(ir_dtype t, const void *s, const void *l, const void *dl, 
     ir_status st = tu_run_op(IR_OP_Range, 3, in, 1, 0, NULL, out, &d);
     if (st != IR_OK) fail_msg("%s", d.msg);
     assert_int_equal(out[0].dtype, t);
-    expect_shape(&out[0], TU_SHAPE(n));
+    tu_expect_shape(&out[0], TU_SHAPE(n));
     for (int64_t i = 0; i < n; i++) {
         double got = ir_load_f64(out[0].data, t, i);
         if (fabs(got - want[i]) > 1e-6)
@@ -330,12 +305,12 @@ static void test_range(void **state) {
     tu_in in[3] = {{IR_I64, TU_SCALAR_SHAPE, &is, true},
                    {IR_I64, TU_SCALAR_SHAPE, &il, true},
                    {IR_I64, TU_SCALAR_SHAPE, &zero, true}};
-    assert_int_equal(run_err(IR_OP_Range, 3, in, 0, NULL, &d), IR_ERR_INVALID);
+    assert_int_equal(tu_run_err(IR_OP_Range, 3, in, 1, 0, NULL, &d), IR_ERR_INVALID);
     in[2].data = &id;
     in[1].constant = false;
-    assert_int_equal(run_err(IR_OP_Range, 3, in, 0, NULL, &d), IR_ERR_UNSUPPORTED);
+    assert_int_equal(tu_run_err(IR_OP_Range, 3, in, 1, 0, NULL, &d), IR_ERR_UNSUPPORTED);
     in[1] = (tu_in){IR_F32, TU_SCALAR_SHAPE, &fl, true};
-    assert_int_equal(run_err(IR_OP_Range, 3, in, 0, NULL, &d), IR_ERR_SHAPE);
+    assert_int_equal(tu_run_err(IR_OP_Range, 3, in, 1, 0, NULL, &d), IR_ERR_SHAPE);
 }
 
 int main(void) {

@@ -1,0 +1,192 @@
+/* ops-grad-conv.c - ConvGradWeight(X, dY) -> dW, the weight gradient of Conv, one fused op as
+ * cuDNN's backward-filter kernel is (grad-conv.c also uses it, with X and dY swapped, for
+ * ConvTranspose's weight). The input gradients are plain ConvTranspose / Conv nodes.
+ *
+ * dW[m, c, k] = sum_n sum_o dY[n, m, o] * X[n, g*Cg + c, o*s - pb + k*d] for m in group g: per
+ * (batch, group) im2col of X into the workspace (the forward's own ir_conv_im2col, so the two
+ * agree on every window) and one sgemm dW_g += dY_g col^T. A pointwise conv (kernel 1, stride 1,
+ * no pads) hands X to sgemm as it is, and a conv with one input channel per group (depthwise)
+ * runs direct row dot products, as the forward's depthwise path does: neither needs workspace.
+ * gw_workspace() returns exactly what the kernel uses.
+ *
+ * Attributes: kernel_shape (required: it fixes dW's shape), strides, dilations, pads (explicit,
+ * the builder resolves auto_pad) and group, with the forward Conv's meaning. float32 only, like
+ * the forward Conv. */
+#include "ir-impl.h"
+
+#include <cblas.h>
+
+/* Reads X, dY and the attributes into cg; dY's spatial dims must be the conv's output dims. */
+static ir_status gw_parse(const ir_graph *g, const ir_node *n, ir_conv_geom *cg, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0), *dy = ir_node_in(g, n, 1);
+    char s1[96], s2[96];
+    int r = x->shape.rank, S = r - 2;
+    memset(cg, 0, sizeof *cg);
+    if (r < 3 || r > 5 || dy->shape.rank != r || dy->shape.dims[0] != x->shape.dims[0])
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X %s and dY %s must be (N,C,spatial) of one rank",
+                            ir_shape_str(&x->shape, s1, sizeof s1),
+                            ir_shape_str(&dy->shape, s2, sizeof s2));
+    if (!ir_dtype_is_float(x->dtype) || dy->dtype != x->dtype)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X (%s) and dY (%s) must share one float dtype",
+                            ir_dtype_name(x->dtype), ir_dtype_name(dy->dtype));
+    if (strcmp(ir_attr_str(n, "auto_pad", "NOTSET"), "NOTSET"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "pads must be explicit (auto_pad NOTSET)");
+    cg->S = S;
+    cg->N = x->shape.dims[0];
+    cg->C = x->shape.dims[1];
+    cg->M = dy->shape.dims[1];
+    cg->group = ir_attr_int(n, "group", 1);
+    if (cg->group < 1 || cg->C % cg->group || cg->M % cg->group)
+        return ir_node_fail(d, IR_ERR_SHAPE, n,
+                            "group %lld must divide X's %lld and dY's %lld "
+                            "channels",
+                            (long long)cg->group, (long long)cg->C, (long long)cg->M);
+    int64_t ks[3], st[3], dl[3], pads[6];
+    ir_status rc;
+    const int64_t *kv;
+    if (ir_attr_ints(n, "kernel_shape", &kv) != S)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "kernel_shape must have %d values", S);
+    if ((rc = ir_attr_ints_n(n, "kernel_shape", S, 1, ks, d)) ||
+        (rc = ir_attr_ints_n(n, "strides", S, 1, st, d)) ||
+        (rc = ir_attr_ints_n(n, "dilations", S, 1, dl, d)) ||
+        (rc = ir_attr_ints_n(n, "pads", 2 * S, 0, pads, d)))
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        cg->in[i] = cg->out[i] = cg->k[i] = cg->s[i] = cg->d[i] = 1;
+        cg->pb[i] = cg->pe[i] = 0;
+    }
+    for (int i = 0; i < S; i++) {
+        int j = 3 - S + i;
+        int64_t in = x->shape.dims[2 + i], dk = (ks[i] - 1) * dl[i] + 1;
+        if (ks[i] < 1 || st[i] < 1 || dl[i] < 1 || pads[i] < 0 || pads[S + i] < 0 ||
+            in + pads[i] + pads[S + i] < dk)
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "spatial dim %d: kernel %lld, stride %lld, dilation %lld, pads "
+                                "%lld+%lld do not fit input %lld",
+                                i, (long long)ks[i], (long long)st[i], (long long)dl[i],
+                                (long long)pads[i], (long long)pads[S + i], (long long)in);
+        int64_t out = (in + pads[i] + pads[S + i] - dk) / st[i] + 1;
+        if (out != dy->shape.dims[2 + i])
+            return ir_node_fail(d, IR_ERR_SHAPE, n,
+                                "dY has shape %s but the conv of X %s gives %lld in spatial dim %d",
+                                ir_shape_str(&dy->shape, s1, sizeof s1),
+                                ir_shape_str(&x->shape, s2, sizeof s2), (long long)out, i);
+        cg->in[j] = in;
+        cg->out[j] = out;
+        cg->k[j] = ks[i];
+        cg->s[j] = st[i];
+        cg->d[j] = dl[i];
+        cg->pb[j] = pads[i];
+        cg->pe[j] = pads[S + i];
+    }
+    return IR_OK;
+}
+
+static ir_status gw_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    ir_conv_geom cg;
+    ir_status st = gw_parse(g, n, &cg, d);
+    if (st) return st;
+    ir_shape w = {.rank = cg.S + 2, .dims = {cg.M, cg.C / cg.group}};
+    for (int i = 0; i < cg.S; i++) w.dims[2 + i] = cg.k[3 - cg.S + i];
+    ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &w);
+    return IR_OK;
+}
+
+static bool pointwise(const ir_conv_geom *cg) {
+    bool unit = true;
+    for (int i = 0; i < 3; i++)
+        unit = unit && cg->k[i] == 1 && cg->s[i] == 1 && cg->pb[i] == 0 && cg->pe[i] == 0;
+    return unit;
+}
+
+static double gw_flops(const ir_graph *g, const ir_node *n) {
+    ir_conv_geom cg;
+    if (gw_parse(g, n, &cg, NULL)) return 0;
+    return 2.0 * (double)cg.N * (double)cg.M * (double)ir_prod3(cg.out) *
+           (double)(cg.C / cg.group) * (double)ir_prod3(cg.k);
+}
+
+static size_t gw_workspace(const ir_graph *g, const ir_node *n) {
+    ir_conv_geom cg;
+    if (gw_parse(g, n, &cg, NULL) || pointwise(&cg) || cg.C == cg.group) return 0;
+    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) * sizeof(float);
+}
+
+/* sum of g[o] * x[o * s] over o in [lo, hi), vectorized (the sum may reassociate); inlined,
+ * since a call per row of a few dozen elements would cost more than the row. */
+static inline __attribute__((always_inline)) float
+row_dot(const float *restrict g, const float *restrict x, int64_t lo, int64_t hi, int64_t s) {
+    float acc = 0;
+    if (s == 1) {
+        IR_SIMD_REDUCE(+ : acc)
+        for (int64_t o = lo; o < hi; o++) acc += g[o] * x[o];
+    } else {
+        IR_SIMD_REDUCE(+ : acc)
+        for (int64_t o = lo; o < hi; o++) acc += g[o] * x[o * s];
+    }
+    return acc;
+}
+
+/* One input channel per group (depthwise, any multiplier): each dW element is a sum of row dot
+ * products, dW[m, 0, k] = sum_n sum_o dY[n, m, o] * X[n, m / Mg, o*s - pb + k*d]; one
+ * (channel, tap) per iteration, so parallel iterations write distinct elements. */
+static void gw_depthwise(const float *x, const float *dy, float *dw, const ir_conv_geom *cg) {
+    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
+    const int64_t Mg = cg->M / cg->group;
+    const int64_t *in = cg->in, *out = cg->out, *kk3 = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
+    IR_PARALLEL_FOR(cg->N * cg->M * OS * K >= IR_PAR_MIN)
+    for (int64_t mk = 0; mk < cg->M * K; mk++) {
+        const int64_t m = mk / K, kk = mk % K;
+        const int64_t kd = kk / (kk3[1] * kk3[2]), kh = kk / kk3[2] % kk3[1], kw = kk % kk3[2];
+        const int64_t off = kw * dl[2] - pb[2];
+        int64_t lo, hi;
+        ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
+        double acc = 0;
+        for (int64_t bn = 0; bn < cg->N; bn++) {
+            const float *xc = x + (bn * cg->C + m / Mg) * IS, *dym = dy + (bn * cg->M + m) * OS;
+            for (int64_t od = 0; od < out[0]; od++) {
+                const int64_t id = od * s[0] - pb[0] + kd * dl[0];
+                if (id < 0 || id >= in[0]) continue;
+                for (int64_t oh = 0; oh < out[1]; oh++) {
+                    const int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
+                    if (ih < 0 || ih >= in[1]) continue;
+                    const float *xr = xc + (id * in[1] + ih) * in[2] + off;
+                    const float *gr = dym + (od * out[1] + oh) * out[2];
+                    acc += row_dot(gr, xr, lo, hi, s[2]);
+                }
+            }
+        }
+        dw[mk] = (float)acc;
+    }
+}
+
+static ir_status gw_kernel(const ir_kernel_ctx *k) {
+    ir_conv_geom cg;
+    ir_status st = gw_parse(k->graph, k->node, &cg, k->diag);
+    if (st || (st = ir_check_f32(k))) return st;
+    const float *x = k->in[0].data, *dy = k->in[1].data;
+    float *dw = k->out[0].data, *col = k->workspace;
+    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
+    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
+    if (Cg == 1) {
+        gw_depthwise(x, dy, dw, &cg);
+        return IR_OK;
+    }
+    const bool direct = pointwise(&cg);
+    IR_ASSERT(direct || k->workspace_bytes >= (size_t)(Cg * K * OS) * sizeof(float));
+    if (cg.N == 0) memset(dw, 0, (size_t)ir_tensor_numel(&k->out[0]) * sizeof(float));
+    for (int64_t bn = 0; bn < cg.N; bn++)
+        for (int64_t gi = 0; gi < cg.group; gi++) {
+            const float *xg = x + (bn * cg.C + gi * Cg) * IS,
+                        *dyg = dy + (bn * cg.M + gi * Mg) * OS;
+            if (!direct) ir_conv_im2col(xg, col, &cg, Cg);
+            /* dW_g [Mg, Cg*K] (+)= dY_g [Mg, OS] * col^T, col being [Cg*K, OS] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)(Cg * K), (int)OS,
+                        1.0f, dyg, (int)OS, direct ? xg : col, (int)OS, bn ? 1.0f : 0.0f,
+                        dw + gi * Mg * Cg * K, (int)(Cg * K));
+        }
+    return IR_OK;
+}
+
+IR_MAGPIE_OP_DEF(ConvGradWeight, 2, 2, 1, 1, .infer = gw_infer, .flops = gw_flops,
+                 .workspace = gw_workspace, .kernel = gw_kernel);

@@ -1,0 +1,342 @@
+/* ops-grad-norm.c - fused backward kernels of the normalizations and softmaxes, as PyTorch runs
+ * them (native_batch_norm_backward, native_layer_norm_backward, _softmax_backward_data, ...):
+ *  - BatchNormGrad(dY, X, scale[, mean, var]) -> dX, dScale, dBias. training_mode=1 (always set
+ *    by the builder) differentiates through the batch statistics, which it recomputes from X
+ *    exactly as the forward does (ONNX BatchNormalization-14/15 has no saved-statistics outputs;
+ *    the [C] statistics are all PyTorch saves beyond X); training_mode=0 is the affine map with the
+ *    running statistics mean, var;
+ *  - LayerNormGrad(dY, X, scale, Mean, InvStdDev) -> dX, dScale, dBias, from the forward's own
+ *    saved statistics; dScale/dBias have the normalized shape X.shape[axis:];
+ *  - InstanceNormGrad(dY, X, scale) -> dX, dScale, dBias (statistics per (n, c) plane, recomputed);
+ *  - SoftmaxGrad(dY, Y) = Y * (dY - sum(dY * Y)), LogSoftmaxGrad(dY, Y) = dY - exp(Y) * sum(dY),
+ *    from the forward's output, with the forward's axis semantics (ir_softmax_split).
+ * Sums run in double. Channels (BN, IN), rows (LN, softmax) and column blocks (LN's dScale/dBias)
+ * run in parallel, each writing only its own outputs. float32, like the forward kernels. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+static ir_status same_float(const ir_graph *g, const ir_node *n, int a, int b, ir_diag *d) {
+    const ir_value *va = ir_node_in(g, n, a), *vb = ir_node_in(g, n, b);
+    char s1[96], s2[96];
+    if (ir_dtype_is_float(va->dtype) && va->dtype == vb->dtype &&
+        ir_shape_eq(&va->shape, &vb->shape))
+        return IR_OK;
+    return ir_node_fail(d, IR_ERR_SHAPE, n, "inputs %d (%s %s) and %d (%s %s) must be alike floats",
+                        a, ir_dtype_name(va->dtype), ir_shape_str(&va->shape, s1, sizeof s1), b,
+                        ir_dtype_name(vb->dtype), ir_shape_str(&vb->shape, s2, sizeof s2));
+}
+
+static ir_status need_numel(const ir_graph *g, const ir_node *n, int i, int64_t cnt, ir_diag *d) {
+    const ir_value *v = ir_node_in(g, n, i);
+    if (v && ir_dtype_is_float(v->dtype) && ir_shape_numel(&v->shape) == cnt) return IR_OK;
+    return ir_node_fail(d, IR_ERR_SHAPE, n, "input %d must be a float tensor of %lld values", i,
+                        (long long)cnt);
+}
+
+/* ---------------------------------------------------------------- per-channel groups */
+
+/* A normalization group: np planes of IS values, plane j at offset j * pstride. */
+typedef struct ng {
+    int64_t np, pstride, IS;
+} ng;
+
+/* Mean and biased variance, two-pass in double (the forward's order of operations). */
+static void ng_stats(const ng *q, const float *x, double *mean, double *var) {
+    double s = 0, v = 0, cnt = (double)(q->np * q->IS);
+    for (int64_t j = 0; j < q->np; j++)
+        for (int64_t i = 0; i < q->IS; i++) s += x[j * q->pstride + i];
+    double m = cnt > 0 ? s / cnt : 0;
+    for (int64_t j = 0; j < q->np; j++)
+        for (int64_t i = 0; i < q->IS; i++) {
+            double e = x[j * q->pstride + i] - m;
+            v += e * e;
+        }
+    *mean = m;
+    *var = cnt > 0 ? v / cnt : 0;
+}
+
+/* sum(dy) and sum(dy * xhat), xhat = (x - m) * inv. */
+static void ng_sums(const ng *q, const float *x, const float *dy, double m, double inv, double *sdy,
+                    double *sdyx) {
+    double a = 0, b = 0;
+    for (int64_t j = 0; j < q->np; j++) {
+        const float *xr = x + j * q->pstride, *gr = dy + j * q->pstride;
+        for (int64_t i = 0; i < q->IS; i++) {
+            a += gr[i];
+            b += gr[i] * ((xr[i] - m) * inv);
+        }
+    }
+    *sdy = a;
+    *sdyx = b;
+}
+
+/* dx = ka * dy + kb + kc * xhat. */
+static void ng_dx(const ng *q, const float *x, const float *dy, float *dx, double m, double inv,
+                  double ka, double kb, double kc) {
+    for (int64_t j = 0; j < q->np; j++) {
+        const float *xr = x + j * q->pstride, *gr = dy + j * q->pstride;
+        float *o = dx + j * q->pstride;
+        for (int64_t i = 0; i < q->IS; i++)
+            o[i] = (float)(ka * gr[i] + kb + kc * ((xr[i] - m) * inv));
+    }
+}
+
+/* dx of a group normalized with its own statistics (count values): the gradient through mean and
+ * variance; returns sum(dy) and sum(dy * xhat) for the affine parameters. */
+static void ng_batch_grad(const ng *q, const float *x, const float *dy, float *dx, double scale,
+                          double eps, double *sdy, double *sdyx) {
+    double m, var, cnt = (double)(q->np * q->IS);
+    ng_stats(q, x, &m, &var);
+    double inv = 1.0 / sqrt(var + eps);
+    ng_sums(q, x, dy, m, inv, sdy, sdyx);
+    double k = scale * inv;
+    if (cnt > 0) ng_dx(q, x, dy, dx, m, inv, k, -k * *sdy / cnt, -k * *sdyx / cnt);
+}
+
+/* Shared inference of BatchNormGrad / InstanceNormGrad: dY and X alike, per-channel inputs
+ * 2..n_chan-1 of [C] values; outputs dX and two [C] tensors. */
+static ir_status chan_infer(ir_graph *g, ir_node *n, int n_chan, ir_diag *d) {
+    ir_status st = same_float(g, n, 0, 1, d);
+    if (st) return st;
+    const ir_value *x = ir_node_in(g, n, 1);
+    char buf[96];
+    if (x->shape.rank < 2)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected (N,C,...)",
+                            ir_shape_str(&x->shape, buf, sizeof buf));
+    int64_t C = x->shape.dims[1];
+    for (int i = 2; i < n_chan; i++)
+        if ((st = need_numel(g, n, i, C, d))) return st;
+    ir_shape cs = ir_shape_make(1, &C);
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    for (int i = 1; i < 3; i++)
+        if (i < n->n_out && n->out[i] >= 0) ir_set_out(g, n, i, ir_node_in(g, n, 2)->dtype, &cs);
+    return IR_OK;
+}
+
+static double chan_flops(const ir_graph *g, const ir_node *n) {
+    return 8.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
+}
+
+/* ---------------------------------------------------------------- BatchNormGrad */
+
+static ir_status bng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    if (!ir_attr_find(n, "training_mode"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute training_mode is required");
+    bool train = ir_attr_int(n, "training_mode", 0) != 0;
+    if (!train && n->n_in < 5)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "training_mode=0 needs the running mean and var");
+    return chan_infer(g, n, train ? 3 : 5, d);
+}
+
+static ir_status bng_kernel(const ir_kernel_ctx *k) {
+    ir_status st = ir_check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[1].shape;
+    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[1]);
+    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
+    const float *dy = k->in[0].data, *x = k->in[1].data, *scale = k->in[2].data;
+    const bool train = ir_attr_int(k->node, "training_mode", 0) != 0;
+    const float *rm = train ? NULL : k->in[3].data, *rv = train ? NULL : k->in[4].data;
+    float *dx = k->out[0].data;
+    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
+    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
+    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    const ng q = {.np = N, .pstride = C * IS, .IS = IS};
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        const float *xc = x + c * IS, *gc = dy + c * IS;
+        double sdy, sdyx;
+        if (train) {
+            ng_batch_grad(&q, xc, gc, dx + c * IS, scale[c], eps, &sdy, &sdyx);
+        } else {
+            double inv = 1.0 / sqrt((double)rv[c] + eps);
+            ng_sums(&q, xc, gc, rm[c], inv, &sdy, &sdyx);
+            ng_dx(&q, xc, gc, dx + c * IS, rm[c], inv, scale[c] * inv, 0, 0);
+        }
+        if (dscale) dscale[c] = (float)sdyx;
+        if (dbias) dbias[c] = (float)sdy;
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- InstanceNormGrad */
+
+static ir_status ing_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    return chan_infer(g, n, 3, d);
+}
+
+static ir_status ing_kernel(const ir_kernel_ctx *k) {
+    ir_status st = ir_check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[1].shape;
+    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[1]);
+    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
+    const float *dy = k->in[0].data, *x = k->in[1].data, *scale = k->in[2].data;
+    float *dx = k->out[0].data;
+    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
+    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
+    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    const ng q = {.np = 1, .pstride = IS, .IS = IS};
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double as = 0, ab = 0;
+        for (int64_t bn = 0; bn < N; bn++) {
+            int64_t off = (bn * C + c) * IS;
+            double sdy, sdyx;
+            ng_batch_grad(&q, x + off, dy + off, dx + off, scale[c], eps, &sdy, &sdyx);
+            as += sdyx;
+            ab += sdy;
+        }
+        if (dscale) dscale[c] = (float)as;
+        if (dbias) dbias[c] = (float)ab;
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- LayerNormGrad */
+
+/* Rows are X.shape[:axis] flattened, each of `inner` values. */
+static ir_status lng_split(const ir_shape *xs, const ir_node *n, int64_t *rows, int64_t *inner,
+                           int *axis, ir_diag *d) {
+    if (xs->rank == 0 || !ir_norm_axis(ir_attr_int(n, "axis", -1), xs->rank, axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for rank %d",
+                            (long long)ir_attr_int(n, "axis", -1), xs->rank);
+    *inner = 1;
+    for (int i = *axis; i < xs->rank; i++) *inner *= xs->dims[i];
+    *rows = *inner ? ir_shape_numel(xs) / *inner : 0;
+    return IR_OK;
+}
+
+static ir_status lng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 1), *sc = ir_node_in(g, n, 2);
+    int64_t rows = 0, inner = 0;
+    int axis = 0;
+    ir_status st = same_float(g, n, 0, 1, d);
+    if (st || (st = lng_split(&x->shape, n, &rows, &inner, &axis, d))) return st;
+    if (ir_shape_numel(&sc->shape) != inner && (st = need_numel(g, n, 2, 1, d))) return st;
+    if ((st = need_numel(g, n, 3, rows, d)) || (st = need_numel(g, n, 4, rows, d))) return st;
+    if (ir_node_in(g, n, 3)->dtype != IR_F32 || ir_node_in(g, n, 4)->dtype != IR_F32)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "Mean and InvStdDev must be float32");
+    ir_shape ns = {.rank = x->shape.rank - axis};
+    for (int i = axis; i < x->shape.rank; i++) ns.dims[i - axis] = x->shape.dims[i];
+    ir_set_out(g, n, 0, x->dtype, &x->shape);
+    for (int i = 1; i < 3; i++)
+        if (i < n->n_out && n->out[i] >= 0) ir_set_out(g, n, i, sc->dtype, &ns);
+    return IR_OK;
+}
+
+static double lng_flops(const ir_graph *g, const ir_node *n) {
+    return 10.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
+}
+
+/* dx = inv * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale, for one row. */
+IR_HOT_CLONES static void lng_row(const float *restrict x, const float *restrict dy,
+                                  float *restrict dx, int64_t n, const float *restrict sc, bool sc1,
+                                  double m, double inv) {
+    double sg = 0, sgx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double gi = (double)dy[i] * sc[sc1 ? 0 : i];
+        sg += gi;
+        sgx += gi * ((x[i] - m) * inv);
+    }
+    const double mg = sg / (double)n, mgx = sgx / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = (float)(inv * ((double)dy[i] * sc[sc1 ? 0 : i] - mg - (x[i] - m) * inv * mgx));
+}
+
+enum { LNG_BLOCK = 64 }; /* columns per parallel block of dScale/dBias */
+
+static ir_status lng_kernel(const ir_kernel_ctx *k) {
+    ir_status st = ir_check_f32(k);
+    int64_t rows = 0, inner = 0;
+    int axis = 0;
+    if (st || (st = lng_split(&k->in[1].shape, k->node, &rows, &inner, &axis, k->diag))) return st;
+    const float *dy = k->in[0].data, *x = k->in[1].data, *sc = k->in[2].data;
+    const float *mean = k->in[3].data, *inv = k->in[4].data;
+    const bool sc1 = ir_tensor_numel(&k->in[2]) == 1 && inner != 1;
+    float *dx = k->out[0].data;
+    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
+    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
+    const int64_t numel = rows * inner, nblk = (inner + LNG_BLOCK - 1) / LNG_BLOCK;
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        lng_row(x + r * inner, dy + r * inner, dx + r * inner, inner, sc, sc1, mean[r], inv[r]);
+    IR_PARALLEL_FOR(numel >= IR_PAR_MIN && nblk > 1)
+    for (int64_t b = 0; b < nblk; b++) {
+        const int64_t i0 = b * LNG_BLOCK, n = inner - i0 < LNG_BLOCK ? inner - i0 : LNG_BLOCK;
+        double as[LNG_BLOCK] = {0}, ab[LNG_BLOCK] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * inner + i0, *gr = dy + r * inner + i0;
+            const double m = mean[r], iv = inv[r];
+            for (int64_t i = 0; i < n; i++) {
+                as[i] += gr[i] * ((xr[i] - m) * iv);
+                ab[i] += gr[i];
+            }
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (dscale) dscale[i0 + i] = (float)as[i];
+            if (dbias) dbias[i0 + i] = (float)ab[i];
+        }
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- SoftmaxGrad, LogSoftmaxGrad */
+
+static ir_status smg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *y = ir_node_in(g, n, 1);
+    int64_t o = 0, l = 0, i = 0;
+    ir_status st = same_float(g, n, 0, 1, d);
+    if (st || (st = ir_softmax_split(g, n, &y->shape, &o, &l, &i, d))) return st;
+    ir_set_out(g, n, 0, y->dtype, &y->shape);
+    return IR_OK;
+}
+
+static double smg_flops(const ir_graph *g, const ir_node *n) {
+    return 4.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
+}
+
+static ir_status smg_kernel(const ir_kernel_ctx *k) {
+    int64_t outer = 0, len = 0, inner = 0;
+    ir_status st = ir_check_f32(k);
+    if (st ||
+        (st = ir_softmax_split(k->graph, k->node, &k->in[1].shape, &outer, &len, &inner, k->diag)))
+        return st;
+    const bool log_sm = k->node->op == IR_OP_LogSoftmaxGrad;
+    const float *dy = k->in[0].data, *y = k->in[1].data;
+    float *dx = k->out[0].data;
+    IR_PARALLEL_FOR(outer * len * inner >= IR_PAR_MIN)
+    for (int64_t r = 0; r < outer * inner; r++) {
+        const int64_t base = (r / inner) * len * inner + r % inner;
+        const float *gr = dy + base, *yr = y + base;
+        float *o = dx + base;
+        double s = 0;
+        for (int64_t i = 0; i < len; i++)
+            s += log_sm ? gr[i * inner] : gr[i * inner] * yr[i * inner];
+        if (log_sm)
+            for (int64_t i = 0; i < len; i++)
+                o[i * inner] = (float)(gr[i * inner] - exp((double)yr[i * inner]) * s);
+        else
+            for (int64_t i = 0; i < len; i++)
+                o[i * inner] = (float)(yr[i * inner] * (gr[i * inner] - s));
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- the op table entries */
+
+IR_MAGPIE_OP_DEF(BatchNormGrad, 3, 5, 1, 3, .infer = bng_infer, .flops = chan_flops,
+                 .kernel = bng_kernel);
+
+IR_MAGPIE_OP_DEF(LayerNormGrad, 5, 5, 1, 3, .infer = lng_infer, .flops = lng_flops,
+                 .kernel = lng_kernel);
+
+IR_MAGPIE_OP_DEF(InstanceNormGrad, 3, 3, 1, 3, .infer = ing_infer, .flops = chan_flops,
+                 .kernel = ing_kernel);
+
+IR_MAGPIE_OP_DEF(SoftmaxGrad, 2, 2, 1, 1, .infer = smg_infer, .flops = smg_flops,
+                 .kernel = smg_kernel);
+
+IR_MAGPIE_OP_DEF(LogSoftmaxGrad, 2, 2, 1, 1, .infer = smg_infer, .flops = smg_flops,
+                 .kernel = smg_kernel);

@@ -1,0 +1,146 @@
+/* ops-grad-pool.c - MaxPoolGrad(dY, X) and AveragePoolGrad(dY) -> dX, the fused backward kernels
+ * of MaxPool / GlobalMaxPool and AveragePool / GlobalAveragePool (the global forms are pools
+ * whose window is the whole plane).
+ *
+ * Both carry the forward node's attributes and walk its windows with the forward's own geometry
+ * (ir_pool_parse, ir_pool_taps, ir_pool_avg_div), so they route gradient exactly where the
+ * forward read from. MaxPoolGrad recomputes each window's argmax from X with the forward's rule
+ * (the first maximum wins) instead of keeping an int64 Indices tensor alive: X is what the
+ * backward keeps, as PyTorch keeps `self`. AveragePoolGrad needs only X's shape (attribute
+ * `shape`), so X need not stay alive. Each (n, c) plane of dX is written by its own plane of dY,
+ * so planes run in parallel. float32, like the forward kernels. */
+#include "ir-impl.h"
+
+static ir_status pool_check(const ir_node *n, const ir_shape *xs, ir_dtype t, ir_diag *d) {
+    char buf[96];
+    if (xs->rank < 3 || xs->rank > 5)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected rank 3 to 5",
+                            ir_shape_str(xs, buf, sizeof buf));
+    if (!ir_dtype_is_float(t))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "dY has dtype %s; expected a float type",
+                            ir_dtype_name(t));
+    return IR_OK;
+}
+
+/* Checks that dY has the pooled shape of X (shape xs). */
+static ir_status pool_grad_geom(const ir_node *n, const ir_shape *xs, const ir_value *dy,
+                                ir_pool_geom *pg, ir_diag *d) {
+    ir_status st = pool_check(n, xs, dy->dtype, d);
+    if (st || (st = ir_pool_parse(n, xs, pg, d))) return st;
+    ir_shape want = *xs;
+    for (int i = 0; i < pg->S; i++) want.dims[2 + i] = pg->out[3 - pg->S + i];
+    if (!ir_shape_eq(&want, &dy->shape)) {
+        char s1[96], s2[96];
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "dY has shape %s; the pooled X gives %s",
+                            ir_shape_str(&dy->shape, s1, sizeof s1),
+                            ir_shape_str(&want, s2, sizeof s2));
+    }
+    return IR_OK;
+}
+
+/* X's shape: input 1 (MaxPoolGrad) or the attribute `shape` (AveragePoolGrad). */
+static ir_status x_shape(const ir_graph *g, const ir_node *n, ir_shape *xs, ir_diag *d) {
+    if (n->op == IR_OP_MaxPoolGrad) {
+        const ir_value *x = ir_node_in(g, n, 1);
+        if (x->dtype != ir_node_in(g, n, 0)->dtype)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "X and dY have different dtypes");
+        *xs = x->shape;
+        return IR_OK;
+    }
+    const int64_t *dims;
+    int r = ir_attr_ints(n, "shape", &dims);
+    if (r < 0 || r > IR_MAX_RANK)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute shape (X's shape) is required");
+    *xs = ir_shape_make(r, dims);
+    return ir_check_sizes(n, "shape", dims, r, d);
+}
+
+static ir_status pool_grad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *dy = ir_node_in(g, n, 0);
+    ir_shape xs;
+    ir_pool_geom pg;
+    ir_status st = x_shape(g, n, &xs, d);
+    if (st || (st = pool_grad_geom(n, &xs, dy, &pg, d))) return st;
+    if (n->op == IR_OP_AveragePoolGrad)
+        for (int i = 0; i < 3; i++)
+            if (pg.d[i] != 1)
+                return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
+    ir_set_out(g, n, 0, dy->dtype, &xs);
+    return IR_OK;
+}
+
+static double pool_grad_flops(const ir_graph *g, const ir_node *n) {
+    ir_shape xs;
+    ir_pool_geom pg;
+    if (x_shape(g, n, &xs, NULL) || ir_pool_parse(n, &xs, &pg, NULL)) return 0;
+    return (double)pg.NC * (double)ir_prod3(pg.out) * (double)(ir_prod3(pg.k) + 1);
+}
+
+/* Scatters plane p of dY into plane p of dX (zeroed here) through the forward's windows. */
+static void pool_grad_plane(const ir_pool_geom *pg, const float *x, const float *dy, float *dx,
+                            int64_t p, bool is_max, bool count_pad) {
+    const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb;
+    const int64_t IS = ir_prod3(in), OS = ir_prod3(out);
+    const float *xp = is_max ? x + p * IS : NULL, *dyp = dy + p * OS;
+    float *dxp = dx + p * IS;
+    int64_t st[3], kl[3], kh[3];
+    memset(dxp, 0, sizeof(float) * (size_t)IS);
+    for (int64_t od = 0; od < out[0]; od++) {
+        st[0] = od * s[0] - pb[0];
+        ir_pool_taps(st[0], k[0], dl[0], in[0], &kl[0], &kh[0]);
+        for (int64_t oh = 0; oh < out[1]; oh++) {
+            st[1] = oh * s[1] - pb[1];
+            ir_pool_taps(st[1], k[1], dl[1], in[1], &kl[1], &kh[1]);
+            for (int64_t ow = 0; ow < out[2]; ow++) {
+                st[2] = ow * s[2] - pb[2];
+                ir_pool_taps(st[2], k[2], dl[2], in[2], &kl[2], &kh[2]);
+                const float g = dyp[(od * out[1] + oh) * out[2] + ow];
+                if (is_max) { /* the forward's rule: the first strictly greater value wins */
+                    float best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t a = kl[0]; a < kh[0]; a++)
+                        for (int64_t b = kl[1]; b < kh[1]; b++) {
+                            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
+                            for (int64_t c = kl[2]; c < kh[2]; c++) {
+                                int64_t at = row + st[2] + c * dl[2];
+                                if (xp[at] > best || bi < 0) {
+                                    best = xp[at];
+                                    bi = at;
+                                }
+                            }
+                        }
+                    if (bi >= 0) dxp[bi] += g;
+                    continue;
+                }
+                int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
+                if (div <= 0) continue;
+                const float v = g / (float)div;
+                for (int64_t a = kl[0]; a < kh[0]; a++)
+                    for (int64_t b = kl[1]; b < kh[1]; b++) {
+                        float *r = dxp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
+                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c] += v;
+                    }
+            }
+        }
+    }
+}
+
+static ir_status pool_grad_kernel(const ir_kernel_ctx *k) {
+    ir_shape xs = k->out[0].shape;
+    ir_pool_geom pg;
+    ir_status st = ir_check_f32(k);
+    if (st || (st = ir_pool_parse(k->node, &xs, &pg, k->diag))) return st;
+    const bool is_max = k->node->op == IR_OP_MaxPoolGrad;
+    const bool count_pad = ir_attr_int(k->node, "count_include_pad", 0) != 0;
+    const float *x = is_max ? k->in[1].data : NULL, *dy = k->in[0].data;
+    float *dx = k->out[0].data;
+    IR_PARALLEL_FOR(pg.NC * ir_prod3(pg.out) * ir_prod3(pg.k) >= IR_PAR_MIN)
+    for (int64_t p = 0; p < pg.NC; p++) pool_grad_plane(&pg, x, dy, dx, p, is_max, count_pad);
+    return IR_OK;
+}
+
+IR_MAGPIE_OP_DEF(MaxPoolGrad, 2, 2, 1, 1, .infer = pool_grad_infer, .flops = pool_grad_flops,
+                 .kernel = pool_grad_kernel);
+
+IR_MAGPIE_OP_DEF(AveragePoolGrad, 1, 1, 1, 1, .infer = pool_grad_infer, .flops = pool_grad_flops,
+                 .kernel = pool_grad_kernel);

@@ -1,0 +1,504 @@
+/* ops-train.c - magpie-domain ops that training graphs add (ir-autodiff.h): fused backward
+ * kernels of element-wise activations, Dropout and Gather/GatherElements, the softmax
+ * cross-entropy loss with its backward, and the in-place optimizer updates.
+ *
+ * Every kernel runs float32 and float64 (float64 serves the finite-difference tests).
+ * UnaryGrad(dY, T) computes dY * f'(.) for the forward op named by its `op` attribute, where T
+ * is the forward input X or output Y, whichever PyTorch's own backward reads (Y for Relu,
+ * Sigmoid, Tanh, Exp, Sqrt, Reciprocal; X for the rest), so the same tensor is kept alive.
+ * The update ops are IR_OPF_INPLACE: output k is written over input k's buffer, and each
+ * element is read before it is written at the same index, so the kernels work aliased or not.
+ * Adam follows torch.optim.Adam (1.13, single-tensor): denom = sqrt(v)/sqrt(1-b2^t) + eps,
+ * p -= lr/(1-b1^t) * m/denom. */
+#include "ir-impl.h"
+
+#include <math.h>
+
+/* ---------------------------------------------------------------- shared helpers */
+
+static ir_status need_float(const ir_node *n, const ir_value *v, const char *what, ir_diag *d) {
+    if (v->dtype == IR_F32 || v->dtype == IR_F64) return IR_OK;
+    return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                        "%s is %s; only float32 and float64 are supported", what,
+                        ir_dtype_name(v->dtype));
+}
+
+static ir_status need_same(const ir_node *n, const ir_value *a, const ir_value *b, const char *what,
+                           ir_diag *d) {
+    char s1[128], s2[128];
+    if (a->dtype == b->dtype && ir_shape_eq(&a->shape, &b->shape)) return IR_OK;
+    return ir_node_fail(d, IR_ERR_SHAPE, n, "%s is %s %s, expected %s %s", what,
+                        ir_dtype_name(b->dtype), ir_shape_str(&b->shape, s1, sizeof s1),
+                        ir_dtype_name(a->dtype), ir_shape_str(&a->shape, s2, sizeof s2));
+}
+
+static inline int64_t idx_at(const ir_tensor *t, int64_t j) {
+    return t->dtype == IR_I64 ? ((const int64_t *)t->data)[j] : ((const int32_t *)t->data)[j];
+}
+
+static double flops_out_numel(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_out(g, n, 0)->shape);
+}
+
+/* Element i of a float32/float64 buffer as double, and back. */
+#define LD(t, p, i) ((t) == IR_F32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
+#define ST(t, p, i, v)                                                                             \
+    do {                                                                                           \
+        if ((t) == IR_F32)                                                                         \
+            ((float *)(p))[i] = (float)(v);                                                        \
+        else                                                                                       \
+            ((double *)(p))[i] = (v);                                                              \
+    } while (0)
+
+/* ---------------------------------------------------------------- UnaryGrad */
+
+typedef enum ug_kind {
+    UG_RELU,
+    UG_LEAKYRELU,
+    UG_SIGMOID,
+    UG_HARDSIGMOID,
+    UG_HARDSWISH,
+    UG_TANH,
+    UG_ERF,
+    UG_EXP,
+    UG_LOG,
+    UG_SQRT,
+    UG_ABS,
+    UG_RECIPROCAL,
+    UG_SOFTPLUS,
+    UG_ELU,
+    UG_CLIP,
+    UG_COUNT,
+} ug_kind;
+
+static const char *const ug_names[UG_COUNT] = {
+    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf",  "Exp",
+    "Log",  "Sqrt",      "Abs",     "Reciprocal",  "Softplus",  "Elu",  "Clip",
+};
+
+static int ug_find(const char *op) {
+    for (int k = 0; op && k < UG_COUNT; k++)
+        if (strcmp(ug_names[k], op) == 0) return k;
+    return -1;
+}
+
+typedef struct ug_params {
+    double alpha, beta, lo, hi;
+} ug_params;
+
+/* f'(.) given T (X or Y, see the file comment). */
+static inline double ug_deriv(int k, double t, const ug_params *p) {
+    switch (k) {
+    case UG_RELU: return t > 0 ? 1.0 : 0.0;
+    case UG_LEAKYRELU: return t > 0 ? 1.0 : p->alpha;
+    case UG_SIGMOID: return t * (1.0 - t);
+    case UG_HARDSIGMOID: {
+        double z = p->alpha * t + p->beta;
+        return (z > 0 && z < 1) ? p->alpha : 0.0;
+    }
+    case UG_HARDSWISH: return t < -3 ? 0.0 : t <= 3 ? t / 3.0 + 0.5 : 1.0;
+    case UG_TANH: return 1.0 - t * t;
+    case UG_ERF: return 1.1283791670955126 * exp(-t * t); /* 2/sqrt(pi) */
+    case UG_EXP: return t;
+    case UG_LOG: return 1.0 / t;
+    case UG_SQRT: return 0.5 / t;
+    case UG_ABS: return t > 0 ? 1.0 : t < 0 ? -1.0 : 0.0;
+    case UG_RECIPROCAL: return -t * t;
+    case UG_SOFTPLUS: return 1.0 / (1.0 + exp(-t));
+    case UG_ELU: return t > 0 ? 1.0 : p->alpha * exp(t);
+    case UG_CLIP: return (t > p->lo && t < p->hi) ? 1.0 : 0.0; /* hardtanh's strict bounds */
+    default: return 0.0;
+    }
+}
+
+static ir_status ug_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *dy = ir_node_in(g, n, 0), *t = ir_node_in(g, n, 1);
+    if (ug_find(ir_attr_str(n, "op", NULL)) < 0)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "unknown forward op '%s'",
+                            ir_attr_str(n, "op", ""));
+    ir_status st = need_float(n, dy, "dY", d);
+    if (st == IR_OK) st = need_same(n, dy, t, "the forward tensor", d);
+    if (st == IR_OK) ir_set_out(g, n, 0, dy->dtype, &dy->shape);
+    return st;
+}
+
+static ir_status ug_kernel(const ir_kernel_ctx *k) {
+    int kind = ug_find(ir_attr_str(k->node, "op", NULL));
+    ug_params p = {.alpha = ir_attr_float(k->node, "alpha",
+                                          kind == UG_HARDSIGMOID ? 0.2f
+                                          : kind == UG_LEAKYRELU ? 0.01f
+                                                                 : 1.0f),
+                   .beta = ir_attr_float(k->node, "beta", 0.5f),
+                   .lo = ir_attr_float(k->node, "min", -INFINITY),
+                   .hi = ir_attr_float(k->node, "max", INFINITY)};
+    const ir_tensor *dy = &k->in[0], *t = &k->in[1];
+    ir_dtype dt = dy->dtype;
+    int64_t n = ir_tensor_numel(dy);
+    IR_PARALLEL_FOR(n > IR_PAR_MIN / 4)
+    for (int64_t i = 0; i < n; i++)
+        ST(dt, k->out[0].data, i, LD(dt, dy->data, i) * ug_deriv(kind, LD(dt, t->data, i), &p));
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- DropoutGrad */
+
+static ir_status dg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *dy = ir_node_in(g, n, 0), *m = ir_node_in(g, n, 1);
+    char s1[128];
+    ir_status st = need_float(n, dy, "dY", d);
+    if (st != IR_OK) return st;
+    if (m->dtype != IR_BOOL || !ir_shape_eq(&m->shape, &dy->shape))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "mask is %s %s, expected bool of dY's shape",
+                            ir_dtype_name(m->dtype), ir_shape_str(&m->shape, s1, sizeof s1));
+    ir_set_out(g, n, 0, dy->dtype, &dy->shape);
+    return IR_OK;
+}
+
+static ir_status dg_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *dy = &k->in[0];
+    const uint8_t *m = k->in[1].data;
+    double scale = ir_attr_float(k->node, "scale", 1.0f);
+    int64_t n = ir_tensor_numel(dy);
+    IR_PARALLEL_FOR(n > IR_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        ST(dy->dtype, k->out[0].data, i, m[i] ? LD(dy->dtype, dy->data, i) * scale : 0.0);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- GatherGrad, GatherElementsGrad
+ */
+
+/* Output: zeros of the forward data's shape (attribute `shape`), into which dY is summed at the
+ * gathered positions. */
+static ir_status gg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *dy = ir_node_in(g, n, 0), *ix = ir_node_in(g, n, 1);
+    const int64_t *dims;
+    int r = ir_attr_ints(n, "shape", &dims), axis;
+    ir_status st = need_float(n, dy, "dY", d);
+    if (st != IR_OK) return st;
+    if (ix->dtype != IR_I64 && ix->dtype != IR_I32)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "indices are %s, not int64 or int32",
+                            ir_dtype_name(ix->dtype));
+    if (r < 1 || r > IR_MAX_RANK || !ir_norm_axis(ir_attr_int(n, "axis", 0), r, &axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "bad shape/axis attributes");
+    ir_shape s = ir_shape_make(r, dims), want = {0};
+    if (n->op == IR_OP_GatherGrad) {
+        want.rank = r - 1 + ix->shape.rank;
+        if (want.rank > IR_MAX_RANK)
+            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "rank %d exceeds %d", want.rank,
+                                IR_MAX_RANK);
+        int o = 0;
+        for (int i = 0; i < axis; i++) want.dims[o++] = dims[i];
+        for (int i = 0; i < ix->shape.rank; i++) want.dims[o++] = ix->shape.dims[i];
+        for (int i = axis + 1; i < r; i++) want.dims[o++] = dims[i];
+    } else {
+        want = ix->shape;
+    }
+    if (!ir_shape_eq(&want, &dy->shape)) {
+        char s1[128], s2[128];
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "dY is %s, expected %s",
+                            ir_shape_str(&dy->shape, s1, sizeof s1),
+                            ir_shape_str(&want, s2, sizeof s2));
+    }
+    ir_set_out(g, n, 0, dy->dtype, &s);
+    return IR_OK;
+}
+
+static ir_status bad_index(const ir_kernel_ctx *k, int64_t v, int64_t j, int64_t dim) {
+    return ir_node_fail(k->diag, IR_ERR_INVALID, k->node,
+                        "index %lld (at position %lld) is out of range for size %lld", (long long)v,
+                        (long long)j, (long long)dim);
+}
+
+static ir_status gg_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *dy = &k->in[0], *ix = &k->in[1];
+    ir_tensor *out = &k->out[0];
+    ir_dtype t = dy->dtype;
+    int axis;
+    ir_norm_axis(ir_attr_int(k->node, "axis", 0), out->shape.rank, &axis);
+    int64_t dim = out->shape.dims[axis], outer = 1, inner = 1, cnt = ir_tensor_numel(ix);
+    for (int i = 0; i < axis; i++) outer *= out->shape.dims[i];
+    for (int i = axis + 1; i < out->shape.rank; i++) inner *= out->shape.dims[i];
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t v = idx_at(ix, j);
+        if (v < -dim || v >= dim) return bad_index(k, v, j, dim);
+    }
+    memset(out->data, 0, (size_t)ir_tensor_numel(out) * ir_dtype_size(t));
+    /* Parallel over outer rows: different rows never write the same output element. */
+    IR_PARALLEL_FOR(outer > 1 && outer * cnt * inner > IR_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < cnt; j++) {
+            int64_t v = idx_at(ix, j);
+            if (v < 0) v += dim;
+            int64_t src = (o * cnt + j) * inner, dst = (o * dim + v) * inner;
+            if (t == IR_F32) {
+                float *po = (float *)out->data + dst;
+                const float *pi = (const float *)dy->data + src;
+                for (int64_t i = 0; i < inner; i++) po[i] += pi[i];
+            } else {
+                double *po = (double *)out->data + dst;
+                const double *pi = (const double *)dy->data + src;
+                for (int64_t i = 0; i < inner; i++) po[i] += pi[i];
+            }
+        }
+    return IR_OK;
+}
+
+static ir_status gge_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *dy = &k->in[0], *ix = &k->in[1];
+    ir_tensor *out = &k->out[0];
+    ir_dtype t = dy->dtype;
+    int axis, r = out->shape.rank;
+    ir_norm_axis(ir_attr_int(k->node, "axis", 0), r, &axis);
+    int64_t dim = out->shape.dims[axis], cnt = ir_tensor_numel(ix);
+    int64_t ost[IR_MAX_RANK], ist[IR_MAX_RANK];
+    ir_shape_strides(&out->shape, ost);
+    ir_shape_strides(&ix->shape, ist);
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t v = idx_at(ix, j);
+        if (v < -dim || v >= dim) return bad_index(k, v, j, dim);
+    }
+    memset(out->data, 0, (size_t)ir_tensor_numel(out) * ir_dtype_size(t));
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t rem = j, dst = 0;
+        for (int a = 0; a < r; a++) {
+            int64_t c = rem / ist[a];
+            rem %= ist[a];
+            if (a == axis) {
+                c = idx_at(ix, j);
+                if (c < 0) c += dim;
+            }
+            dst += c * ost[a];
+        }
+        ST(t, out->data, dst, LD(t, out->data, dst) + LD(t, dy->data, j));
+    }
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- SoftmaxCrossEntropy */
+
+/* Positions: every index of labels; classes: the logits' last axis. Labels equal to
+ * ignore_index (PyTorch's default -100) count neither in the sum nor in the mean. */
+typedef struct sce_geom {
+    int64_t rows, C;
+} sce_geom;
+
+static ir_status sce_check(const ir_graph *g, const ir_node *n, const ir_value *x,
+                           const ir_value *lab, ir_diag *d) {
+    char s1[128], s2[128];
+    ir_status st = need_float(n, x, "logits", d);
+    if (st != IR_OK) return st;
+    bool ok = (lab->dtype == IR_I64 || lab->dtype == IR_I32) && x->shape.rank >= 1 &&
+              lab->shape.rank == x->shape.rank - 1;
+    for (int i = 0; ok && i < lab->shape.rank; i++) ok = lab->shape.dims[i] == x->shape.dims[i];
+    if (!ok)
+        return ir_node_fail(d, IR_ERR_SHAPE, n,
+                            "labels are %s %s; expected int64 of the logits' shape %s without "
+                            "its last axis",
+                            ir_dtype_name(lab->dtype), ir_shape_str(&lab->shape, s1, sizeof s1),
+                            ir_shape_str(&x->shape, s2, sizeof s2));
+    return IR_OK;
+}
+
+static sce_geom sce_geom_of(const ir_shape *x) {
+    sce_geom s = {.C = x->dims[x->rank - 1]};
+    s.rows = s.C ? ir_shape_numel(x) / s.C : 0;
+    return s;
+}
+
+static ir_status sce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0), *lab = ir_node_in(g, n, 1);
+    ir_status st = sce_check(g, n, x, lab, d);
+    if (st != IR_OK) return st;
+    ir_shape scalar = {0};
+    ir_set_out(g, n, 0, x->dtype, &scalar);
+    if (n->n_out > 1) ir_set_out(g, n, 1, x->dtype, &x->shape);
+    return IR_OK;
+}
+
+static ir_status sce_label(const ir_kernel_ctx *k, const ir_tensor *lab, int64_t r, int64_t C,
+                           int64_t ignore, int64_t *out) {
+    int64_t v = idx_at(lab, r);
+    if (v != ignore && (v < 0 || v >= C))
+        return ir_node_fail(k->diag, IR_ERR_INVALID, k->node,
+                            "label %lld (at position %lld) is out of range for %lld classes",
+                            (long long)v, (long long)r, (long long)C);
+    *out = v;
+    return IR_OK;
+}
+
+static ir_status sce_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0], *lab = &k->in[1];
+    ir_dtype t = x->dtype;
+    sce_geom s = sce_geom_of(&x->shape);
+    int64_t ignore = ir_attr_int(k->node, "ignore_index", -100), count = 0;
+    void *lp = k->n_out > 1 ? k->out[1].data : NULL;
+    double sum = 0;
+    for (int64_t r = 0; r < s.rows; r++) {
+        int64_t y;
+        ir_status st = sce_label(k, lab, r, s.C, ignore, &y);
+        if (st != IR_OK) return st;
+        double mx = -INFINITY, z = 0;
+        for (int64_t c = 0; c < s.C; c++) mx = fmax(mx, LD(t, x->data, r * s.C + c));
+        for (int64_t c = 0; c < s.C; c++) z += exp(LD(t, x->data, r * s.C + c) - mx);
+        double lse = mx + log(z);
+        if (lp)
+            for (int64_t c = 0; c < s.C; c++)
+                ST(t, lp, r * s.C + c, LD(t, x->data, r * s.C + c) - lse);
+        if (y == ignore) continue;
+        sum += lse - LD(t, x->data, r * s.C + y);
+        count++;
+    }
+    ST(t, k->out[0].data, 0, sum / (double)count); /* NaN when all are ignored, as PyTorch */
+    return IR_OK;
+}
+
+static ir_status sceg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *dl = ir_node_in(g, n, 0), *lp = ir_node_in(g, n, 1), *lab = ir_node_in(g, n, 2);
+    ir_status st = sce_check(g, n, lp, lab, d);
+    if (st != IR_OK) return st;
+    if (dl->dtype != lp->dtype || ir_shape_numel(&dl->shape) != 1)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "dLoss must be a %s scalar",
+                            ir_dtype_name(lp->dtype));
+    ir_set_out(g, n, 0, lp->dtype, &lp->shape);
+    return IR_OK;
+}
+
+static ir_status sceg_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *dl = &k->in[0], *lp = &k->in[1], *lab = &k->in[2];
+    ir_dtype t = lp->dtype;
+    sce_geom s = sce_geom_of(&lp->shape);
+    int64_t ignore = ir_attr_int(k->node, "ignore_index", -100), count = 0;
+    for (int64_t r = 0; r < s.rows; r++) {
+        int64_t y;
+        ir_status st = sce_label(k, lab, r, s.C, ignore, &y);
+        if (st != IR_OK) return st;
+        count += y != ignore;
+    }
+    double scale = LD(t, dl->data, 0) / (double)count;
+    for (int64_t r = 0; r < s.rows; r++) {
+        int64_t y = idx_at(lab, r);
+        for (int64_t c = 0; c < s.C; c++) {
+            int64_t i = r * s.C + c;
+            double v = y == ignore ? 0.0 : scale * (exp(LD(t, lp->data, i)) - (c == y));
+            ST(t, k->out[0].data, i, v);
+        }
+    }
+    return IR_OK;
+}
+
+static double sce_flops(const ir_graph *g, const ir_node *n) {
+    return IR_FLOPS_TRANSCENDENTAL * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+static double sceg_flops(const ir_graph *g, const ir_node *n) {
+    return (IR_FLOPS_TRANSCENDENTAL + 2) * flops_out_numel(g, n);
+}
+
+/* ---------------------------------------------------------------- optimizer updates */
+
+/* Inputs (param, state..., grad); outputs (param', state'...), output k shaped as input k. */
+static ir_status upd_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *p = ir_node_in(g, n, 0);
+    ir_status st = need_float(n, p, "the parameter", d);
+    for (int i = 1; i < n->n_in && st == IR_OK; i++)
+        st = need_same(n, p, ir_node_in(g, n, i), i == n->n_in - 1 ? "the gradient" : "a state", d);
+    if (st == IR_OK && n->n_out != n->n_in - 1)
+        st = ir_node_fail(d, IR_ERR_INVALID, n, "has %d outputs, expected %d", n->n_out,
+                          n->n_in - 1);
+    for (int i = 0; i < n->n_out && st == IR_OK; i++) ir_set_out(g, n, i, p->dtype, &p->shape);
+    return st;
+}
+
+static ir_status sgd_kernel(const ir_kernel_ctx *k) {
+    ir_dtype t = k->in[0].dtype;
+    double lr = ir_attr_float(k->node, "lr", 0.01f);
+    int64_t n = ir_tensor_numel(&k->in[0]);
+    const void *p = k->in[0].data, *gr = k->in[1].data;
+    void *po = k->out[0].data;
+    for (int64_t i = 0; i < n; i++) ST(t, po, i, LD(t, p, i) - lr * LD(t, gr, i));
+    return IR_OK;
+}
+
+static ir_status momentum_kernel(const ir_kernel_ctx *k) {
+    ir_dtype t = k->in[0].dtype;
+    double lr = ir_attr_float(k->node, "lr", 0.01f), mu = ir_attr_float(k->node, "momentum", 0.9f);
+    int64_t n = ir_tensor_numel(&k->in[0]);
+    const void *p = k->in[0].data, *b = k->in[1].data, *gr = k->in[2].data;
+    void *po = k->out[0].data, *bo = k->out[1].data;
+    for (int64_t i = 0; i < n; i++) {
+        double nb = mu * LD(t, b, i) + LD(t, gr, i);
+        if (t == IR_F32) nb = (float)nb; /* PyTorch stores the buffer, then reads it back */
+        ST(t, bo, i, nb);
+        ST(t, po, i, LD(t, p, i) - lr * nb);
+    }
+    return IR_OK;
+}
+
+static ir_status adam_kernel(const ir_kernel_ctx *k) {
+    ir_dtype t = k->in[0].dtype;
+    double lr = ir_attr_float(k->node, "lr", 0.01f), b1 = ir_attr_float(k->node, "beta1", 0.9f),
+           b2 = ir_attr_float(k->node, "beta2", 0.999f),
+           eps = ir_attr_float(k->node, "epsilon", 1e-8f);
+    double step = (double)ir_attr_int(k->node, "step", 1);
+    double bc1 = 1 - pow(b1, step), bc2s = sqrt(1 - pow(b2, step)), step_size = lr / bc1;
+    int64_t n = ir_tensor_numel(&k->in[0]);
+    const void *p = k->in[0].data, *m = k->in[1].data, *v = k->in[2].data, *gr = k->in[3].data;
+    void *po = k->out[0].data, *mo = k->out[1].data, *vo = k->out[2].data;
+    for (int64_t i = 0; i < n; i++) {
+        double gi = LD(t, gr, i);
+        double nm = b1 * LD(t, m, i) + (1 - b1) * gi, nv = b2 * LD(t, v, i) + (1 - b2) * gi * gi;
+        if (t == IR_F32) { /* the state is stored in float32 before the update reads it */
+            nm = (float)nm;
+            nv = (float)nv;
+        }
+        ST(t, mo, i, nm);
+        ST(t, vo, i, nv);
+        ST(t, po, i, LD(t, p, i) - step_size * nm / (sqrt(nv) / bc2s + eps));
+    }
+    return IR_OK;
+}
+
+static double upd_flops(const ir_graph *g, const ir_node *n) {
+    static const double per[] = {2, 4, 12}; /* SGD, Momentum, Adam per element */
+    int k = n->op == IR_OP_SGDUpdate ? 0 : n->op == IR_OP_MomentumUpdate ? 1 : 2;
+    return per[k] * flops_out_numel(g, n);
+}
+
+int ir_value_inplace_of(const ir_graph *g, int v) {
+    int p = g->values[v].producer;
+    if (p < 0) return -1;
+    const ir_node *n = &g->nodes[p];
+    const ir_op_def *def = ir_op_get(n->op);
+    if (!def || !(def->flags & IR_OPF_INPLACE)) return -1;
+    for (int k = 0; k < n->n_out && k < n->n_in; k++) {
+        if (n->out[k] != v) continue;
+        int in = n->in[k];
+        const ir_value *iv = in >= 0 ? &g->values[in] : NULL;
+        bool resident = iv && iv->producer < 0 && ((iv->flags & IR_VF_INPUT) || iv->blob);
+        return resident ? in : -1;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- the op table entries */
+
+static double ug_flops(const ir_graph *g, const ir_node *n) {
+    return 2 * flops_out_numel(g, n);
+}
+
+#define TRAIN_DEF(name_, lo_in, hi_in, lo_out, hi_out, flags_, infer_, flops_, kernel_)            \
+    IR_MAGPIE_OP_DEF(name_, lo_in, hi_in, lo_out, hi_out, .flags = (flags_), .infer = infer_,      \
+                     .flops = flops_, .kernel = kernel_);
+
+TRAIN_DEF(UnaryGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, ug_infer, ug_flops, ug_kernel)
+TRAIN_DEF(DropoutGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, dg_infer, ug_flops, dg_kernel)
+TRAIN_DEF(GatherGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gg_kernel)
+TRAIN_DEF(GatherElementsGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gge_kernel)
+TRAIN_DEF(SoftmaxCrossEntropy, 2, 2, 1, 2, 0, sce_infer, sce_flops, sce_kernel)
+TRAIN_DEF(SoftmaxCrossEntropyGrad, 3, 3, 1, 1, 0, sceg_infer, sceg_flops, sceg_kernel)
+TRAIN_DEF(SGDUpdate, 2, 2, 1, 1, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
+          sgd_kernel)
+TRAIN_DEF(MomentumUpdate, 3, 3, 2, 2, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
+          momentum_kernel)
+TRAIN_DEF(AdamUpdate, 4, 4, 3, 3, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
+          adam_kernel)

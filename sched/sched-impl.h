@@ -1,0 +1,123 @@
+/* sched-impl.h - private declarations of sched/: the graph facts the memory-minimizing scheduler
+ * precomputes once per call (sdp_ctx), the "window" problem it solves (sdp_prob: a contiguous
+ * block of an order re-ordered while everything before and after stays put), its contraction
+ * into units, and the search engine (exact DP over downsets, or a beam).
+ *
+ * The memory model is sched_memory_compute's, restated for a window [lo, hi) of an order:
+ *  - base: residents plus every value produced before lo that is read at or after hi (or is a
+ *    graph output); constant over the window;
+ *  - init: values produced before lo whose readers all lie in the window ("entering"); each is
+ *    freed after the step of its last reader in the window;
+ *  - at the step of node x: add[x] = bytes of x's outputs + its workspace is allocated, the peak
+ *    sampled, then keep[x] = the part of those outputs still needed (read later or graph
+ *    output) stays and every freeable input whose readers are now all scheduled is freed.
+ * So step bytes = base + live + add[x], which is sched_memory_compute's step_bytes at that
+ * position, to the byte (test_sched_dp checks it). Device bytes of host values (Store outputs)
+ * are 0, as there. */
+#ifndef MAGPIE_SCHED_IMPL_H
+#define MAGPIE_SCHED_IMPL_H
+
+#include "schedule.h"
+
+#include <stdint.h>
+
+/* Facts about g every window needs; built once (sdp_ctx_init) and read-only afterwards apart
+ * from the scratch map. Lists are CSR (off[i]..off[i+1]) and hold distinct entries. */
+typedef struct sdp_ctx {
+    const ir_graph *g;
+    int n, nv;
+    size_t resident;    /* bytes of residents, as sched_memory_compute counts them */
+    size_t *vbytes;     /* per produced value: device bytes (0 for host values) */
+    uint8_t *is_out;    /* per value: graph output */
+    size_t *ws;         /* per node: workspace bytes */
+    int *in_off, *in;   /* per node: produced values it reads */
+    int *out_off, *out; /* per node: values it writes */
+    int *rd_off, *rd;   /* per value: nodes that read it */
+    int *pr_off, *pr;   /* per node: producer nodes of its inputs */
+    int *su_off, *su;   /* per node: reader nodes of its outputs */
+    int *vmap;          /* scratch: value -> local id, all -1 between uses */
+} sdp_ctx;
+
+ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d);
+void sdp_ctx_free(sdp_ctx *c); /* NULL-safe */
+
+/* nw(v) for every node (sched_narrow_waist on a built context). */
+ir_status sdp_narrow_waist(const sdp_ctx *c, int *nw, ir_diag *d);
+/* Splits node indices 0..n-1 (the eager order) into parts that end right after each nw = 0 node:
+ * every order keeps the parts in sequence. start receives n_parts + 1 bounds; returns n_parts. */
+int sdp_partition(const int *nw, int n, int *start);
+
+/* Positions of an order: pos[node] and lastpos[value] (the last reader's position, -1 if none). */
+void sdp_positions(const sdp_ctx *c, const int *order, int *pos, int *lastpos);
+/* Updates pos and lastpos after order[lo..hi) was permuted in place. */
+void sdp_positions_update(const sdp_ctx *c, const int *order, int lo, int hi, int *pos,
+                          int *lastpos);
+
+/* A window [lo, hi) of an order as a self-contained problem over local nodes 0..m-1 (local i is
+ * order[lo + i]). All arrays live in one arena. */
+typedef struct sdp_prob {
+    int m, nv;          /* local nodes, local (freeable) values */
+    int *node;          /* local -> graph node index */
+    size_t base, init;  /* see the file comment */
+    size_t *add, *keep; /* per node */
+    int *fo, *fr;       /* per node: freeable local values it reads */
+    size_t *vb;         /* per local value: bytes */
+    int *co, *cn;       /* per local value: reader local nodes */
+    int *po, *pr;       /* per node: local predecessors */
+    int *so, *su;       /* per node: local successors */
+    int *gval;          /* per local value: its graph value id */
+    int *scratch;       /* nv ints for sdp_prob_eval */
+    void *arena;
+} sdp_prob;
+
+ir_status sdp_prob_build(sdp_ctx *c, const int *order, const int *pos, const int *lastpos, int lo,
+                         int hi, sdp_prob *p, ir_diag *d);
+void sdp_prob_free(sdp_prob *p); /* NULL-safe */
+/* Peak over the window's steps, base included, of the local order lorder (m entries); steps
+ * (may be NULL) receives each step's bytes and *at (may be NULL) the first step at the peak. */
+size_t sdp_prob_eval(const sdp_prob *p, const int *lorder, size_t *steps, int *at);
+
+/* Units: chains of local nodes always scheduled back to back. The identity contraction (one node
+ * per unit) keeps the search exact; `contract` merges x -> w whenever x's only successor is w and
+ * w's only predecessor is x (a heuristic for large windows: it can miss schedules that delay w). */
+typedef struct sdp_units {
+    int nu;
+    int *qo, *q;  /* per unit: its nodes in order */
+    int *uof;     /* per node: its unit */
+    int *po, *pr; /* per unit: predecessor units */
+    int *so, *su; /* per unit: successor units */
+    int *fo, *fr; /* per node: values it frees when their readers outside its unit are done */
+    int *co, *cu; /* per local value: reader units */
+    void *arena;
+} sdp_units;
+
+ir_status sdp_units_build(const sdp_prob *p, bool contract, sdp_units *u, ir_diag *d);
+void sdp_units_free(sdp_units *u); /* NULL-safe */
+
+typedef struct sdp_search_opts {
+    size_t tau;       /* keep only states whose peak (base included) is <= tau */
+    int width;        /* states kept per level; more are cut to the best (peak, live) ones.
+                       * Also bounded so that two levels fit in 64 MiB. */
+    long max_records; /* bound on the states kept over all levels (the memo) */
+    bool even;        /* share max_records evenly among levels (a beam fills every level);
+                       * otherwise a level takes what it needs while later ones keep one each */
+    double deadline;  /* sdp_now() value after which the search gives up */
+} sdp_search_opts;
+
+typedef struct sdp_search_result {
+    bool found;    /* a complete order with peak <= tau was found (in lorder) */
+    bool overflow; /* some level was cut: the result is not proven optimal */
+    bool timeout;
+    size_t peak; /* base included */
+    long states; /* states expanded */
+} sdp_search_result;
+
+/* Level-synchronous search over sets of scheduled units (downsets): level k holds the sets of k
+ * units, each with the least peak reaching it (ties: order of discovery). With width and
+ * max_records large enough it is exact; otherwise it is a beam. lorder receives m local nodes. */
+ir_status sdp_search(const sdp_prob *p, const sdp_units *u, const sdp_search_opts *o, int *lorder,
+                     sdp_search_result *r, ir_diag *d);
+
+double sdp_now(void); /* monotonic seconds */
+
+#endif
