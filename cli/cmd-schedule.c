@@ -1,7 +1,8 @@
 /* cmd-schedule.c - `magpie schedule`: orders a model (eager, or the memory-minimizing DP) and
  * simulates the order under a cost model (default analytic:rtx3090; measured devices profile the
  * graph first): peak device bytes, latency, host bytes of swaps and the memory hot-spots, with the
- * eager order beside it, a sparkline per order and optionally an SVG of both.
+ * eager order beside it, a sparkline per order and optionally an SVG of both. When the graph holds
+ * swap ops (Store/Load), the chosen order gets sched_place_swaps before it is simulated.
  *
  * Everything that can fail (import, scheduling, simulation, the SVG) happens before anything is
  * printed, so a failure leaves stdout empty. */
@@ -24,6 +25,7 @@ typedef struct sched_report {
     const char *path, *order_name;
     char device[64];
     int *order;
+    bool swaps_placed; /* sched_place_swaps re-placed the chosen order's Store/Load ops */
     sched_dp_stats dp;
     sched_sim sim, eager;
     sched_memory mem; /* of the chosen order: peak step, residents, hot-spots */
@@ -47,6 +49,10 @@ static ir_status compute(const ir_graph *g, prof_model *m, bool memory, sched_re
     } else {
         for (int i = 0; i < g->n_nodes; i++) r->order[i] = i;
     }
+    for (int i = 0; i < g->n_nodes && !r->swaps_placed; i++)
+        r->swaps_placed = g->nodes[i].op == IR_OP_Store || g->nodes[i].op == IR_OP_Load;
+    if (r->swaps_placed && (st = sched_place_swaps(g, r->order, m, r->order, d)) != IR_OK)
+        return st;
     if ((st = sched_simulate(g, r->order, m, &r->sim, d)) != IR_OK) return st;
     if ((st = sched_simulate(g, NULL, m, &r->eager, d)) != IR_OK) return st;
     if ((st = sched_memory_compute(g, r->order, &r->mem, d)) != IR_OK) return st;
@@ -72,6 +78,8 @@ static void print_json(const ir_graph *g, const sched_report *r, const char *plo
     cli_json_str(&j, r->order_name);
     cli_json_key(&j, "device");
     cli_json_str(&j, r->device);
+    cli_json_key(&j, "swaps_placed");
+    cli_json_bool(&j, r->swaps_placed);
     cli_json_key(&j, "steps");
     cli_json_int(&j, g->n_nodes);
     cli_json_key(&j, "peak_bytes");
@@ -145,6 +153,7 @@ static void print_text(const ir_graph *g, const sched_report *r, const char *plo
     if (strcmp(r->order_name, "memory") == 0)
         printf(" (%d parts: %d exact, %d beam; %ld states, %s)", r->dp.parts, r->dp.exact_parts,
                r->dp.beam_parts, r->dp.states, cli_fmt_seconds(r->dp.seconds, a, sizeof a));
+    if (r->swaps_placed) printf(", swaps placed");
     printf("\n");
     printf(
         "peak         %s at step %d of %d (eager %s, %s)\n",

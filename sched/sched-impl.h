@@ -97,7 +97,8 @@ void sdp_units_free(sdp_units *u); /* NULL-safe */
 typedef struct sdp_search_opts {
     size_t tau;       /* keep only states whose peak (base included) is <= tau */
     int width;        /* states kept per level; more are cut to the best (peak, live) ones.
-                       * Also bounded so that two levels fit in 64 MiB. */
+                       * Also bounded so that two levels fit in 64 MiB. The tables grow to it
+                       * only as levels need (cheap when it is large and the window small). */
     long max_records; /* bound on the states kept over all levels (the memo) */
     bool even;        /* share max_records evenly among levels (a beam fills every level);
                        * otherwise a level takes what it needs while later ones keep one each */
@@ -119,5 +120,45 @@ ir_status sdp_search(const sdp_prob *p, const sdp_units *u, const sdp_search_opt
                      sdp_search_result *r, ir_diag *d);
 
 double sdp_now(void); /* monotonic seconds */
+
+/* ---------------------------------------------------------------- ordering parts */
+
+/* A working order of c's graph whose parts and windows are re-ordered in place, with its
+ * positions kept in step, the resolved search options and the scratch every window shares.
+ * sched_order_memory and sched_incremental both order their parts through it
+ * (sched-order-memory.c). */
+typedef struct sdp_orderer {
+    sdp_ctx *c;
+    int *ord, *pos, *lastpos; /* the order; pos[node], lastpos[value] (sdp_positions) */
+    int *nw;                  /* per node; filled by the caller or on the first refinement */
+    bool have_nw;
+    int exact_max, beam;
+    long max_states;
+    double deadline;    /* of the whole call */
+    double window_s;    /* at most per refining window: a tenth of the time budget */
+    int *lorder;        /* 2 * n scratch: a window's local order */
+    int *ident;         /* 0..n-1 */
+    sched_dp_stats *st; /* states are added to st->states */
+} sdp_orderer;
+
+/* Resolves o's defaults (beam_default for beam_width; the time budget starts now) and allocates
+ * the order and scratch for c's graph; ord is left for the caller to fill, then sdp_positions. */
+ir_status sdp_orderer_init(sdp_orderer *w, sdp_ctx *c, const sched_dp_options *o, int beam_default,
+                           sched_dp_stats *st, ir_diag *d);
+void sdp_orderer_free(sdp_orderer *w); /* NULL-safe */
+
+/* Peak of ord[lo, hi) (base included) and the first position at it (an index of ord). */
+ir_status sdp_window_peak(sdp_orderer *w, int lo, int hi, size_t *peak, int *at, ir_diag *d);
+
+/* Re-orders ord[lo, hi), a block whose order does not change the memory outside it, to lower its
+ * peak: the exact DP when it holds at most exact_max nodes (*exact: proven optimal), otherwise a
+ * beam over contracted chains, the DP over them when they are few, then sdp_refine. *peak
+ * receives the block's peak afterwards; never higher than before. */
+ir_status sdp_order_part(sdp_orderer *w, int lo, int hi, size_t *peak, bool *exact, ir_diag *d);
+
+/* Windows around the peak step of ord[lo, hi), re-ordered exactly while that lowers the block's
+ * peak: first of about exact_max contracted units spanning kc nodes (none when kc < 2), then of
+ * exact_max single nodes. *peak receives the block's peak afterwards. */
+ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_diag *d);
 
 #endif

@@ -21,16 +21,18 @@
  *     part(v) = the number of such cut nodes among v and its ancestors in S_new. Every edge goes
  *     from a part to the same or a later one, so parts run one after another.
  *  6. The merged order prefix + parts + suffix is built with each part in node-index order (which
- *     is topological), then each part, a contiguous window of it, is re-ordered by the DP of
- *     sched-dp.c as sched_order_memory orders a part, the window's memory context (values live
- *     across it, the residents) coming from the merged order (sdp_prob_build): exactly up to
- *     exact_max_nodes nodes, otherwise a beam over contracted chains followed by exact windows
- *     around the part's peak step. A window keeps its order unless the search lowers its peak.
+ *     is topological), then each part, a contiguous window of it, is re-ordered by
+ *     sdp_order_part, exactly as sched_order_memory orders a part, the window's memory context
+ *     (values live across it, the residents) coming from the merged order (sdp_prob_build):
+ *     exactly up to exact_max_nodes nodes, otherwise a beam over contracted chains followed by
+ *     exact windows around the part's peak step. A window keeps its order unless the search
+ *     lowers its peak. The only difference is the default beam width, INC_BEAM_DEFAULT: the
+ *     parts here are a few dozen nodes.
  *  7. Peak repair (beyond Algorithm 2): when the merged order peaks outside the window, the old
  *     order there was never ordered for that peak (sched_order_memory leaves stretches below the
- *     peak it reached as they are), so exact windows around the new peak step are re-ordered while
- *     that lowers it. Without this, a rewrite that lowers the old peak often leaves a second,
- *     equal peak elsewhere that only a full reschedule would fix.
+ *     peak it reached as they are), so exact windows of single nodes around the new peak step
+ *     are re-ordered while that lowers it (sdp_refine). Without this, a rewrite that lowers the
+ *     old peak often leaves a second, equal peak elsewhere that only a full reschedule would fix.
  * The result is checked with sched_order_valid (a failure falls back to a full reschedule; debug
  * builds assert, since the window rules make it impossible). */
 #include "sched-impl.h"
@@ -41,14 +43,7 @@
 
 #define INC_EXTEND_MAX 20
 #define INC_NW_STOP 4
-/* sched_order_memory's search parameters for a part (sched-order-memory.c) */
-#define INC_EXACT_MAX_DEFAULT 32
-#define INC_BEAM_DEFAULT 128
-#define INC_TIME_DEFAULT 10.0
-#define INC_STATES_DEFAULT (1l << 22)
-#define INC_EXACT_WIDTH (1 << 18)
-#define INC_FIRST_WIDTH (1 << 12)
-#define INC_REFINE_WIDTH (1 << 13)
+#define INC_BEAM_DEFAULT 128 /* beam_width's default here (sched_order_memory's: 1024) */
 
 #define GROUP_PREFIX 0
 #define GROUP_SUFFIX INT_MAX
@@ -61,22 +56,19 @@ typedef struct inc {
     sdp_ctx co, cn;             /* adjacency and memory facts of g_old and g_new */
     int *old_of_id, *new_of_id; /* id -> node index, -1 when absent */
     uint32_t n_ids;
-    int *old_pos;        /* g_old node -> position in old_order */
-    int *group;          /* g node -> GROUP_PREFIX, 1 + part, GROUP_SUFFIX, or GROUP_WINDOW */
-    int *sub;            /* S_new in ascending node index (topological: g->nodes is) */
-    int *loc;            /* g node -> index in sub, -1 outside */
-    int *ord;            /* the merged order of g_new */
-    int *pos, *lastpos;  /* positions in ord (sdp_positions) */
-    int *lorder, *ident; /* a part's local order; 0..n-1 */
+    int *old_pos;  /* g_old node -> position in old_order */
+    int *group;    /* g node -> GROUP_PREFIX, 1 + part, GROUP_SUFFIX, or GROUP_WINDOW */
+    int *sub;      /* S_new in ascending node index (topological: g->nodes is) */
+    int *loc;      /* g node -> index in sub, -1 outside */
+    sdp_orderer w; /* w.ord: the merged order of g_new, and the parts' searches */
+    sched_dp_stats stats;
     int *bound, *cursor; /* where each part starts in ord; a counting sort's cursors */
     int *stamp, *stack;  /* searches on g_old */
     uint64_t *anc, *des; /* bitsets over sub */
-    int exact_max, beam;
-    long max_states;
-    double deadline;
 } inc;
 
 static void inc_free(inc *c) {
+    sdp_orderer_free(&c->w);
     sdp_ctx_free(&c->co);
     sdp_ctx_free(&c->cn);
     free(c->old_of_id);
@@ -85,11 +77,6 @@ static void inc_free(inc *c) {
     free(c->group);
     free(c->sub);
     free(c->loc);
-    free(c->ord);
-    free(c->pos);
-    free(c->lastpos);
-    free(c->lorder);
-    free(c->ident);
     free(c->bound);
     free(c->cursor);
     free(c->stamp);
@@ -116,29 +103,18 @@ static ir_status inc_init(inc *c, const sched_dp_options *o, ir_diag *d) {
     c->group = malloc(sizeof(int) * nn);
     c->sub = malloc(sizeof(int) * nn);
     c->loc = malloc(sizeof(int) * nn);
-    c->ord = malloc(sizeof(int) * nn);
-    c->pos = malloc(sizeof(int) * nn);
-    c->lastpos = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    c->lorder = malloc(sizeof(int) * nn);
-    c->ident = malloc(sizeof(int) * nn);
     c->bound = malloc(sizeof(int) * (nn + 2));
     c->cursor = malloc(sizeof(int) * (nn + 2));
     c->stamp = calloc(no, sizeof(int));
     c->stack = malloc(sizeof(int) * no);
     if (!c->old_of_id || !c->new_of_id || !c->old_pos || !c->group || !c->sub || !c->loc ||
-        !c->ord || !c->pos || !c->lastpos || !c->lorder || !c->ident || !c->bound || !c->cursor ||
-        !c->stamp || !c->stack)
+        !c->bound || !c->cursor || !c->stamp || !c->stack)
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for incremental scheduling");
     for (uint32_t i = 0; i <= ids; i++) c->old_of_id[i] = c->new_of_id[i] = -1;
     for (int k = 0; k < go->n_nodes; k++) c->old_of_id[go->nodes[k].id] = k;
     for (int k = 0; k < g->n_nodes; k++) c->new_of_id[g->nodes[k].id] = k;
     for (int s = 0; s < go->n_nodes; s++) c->old_pos[c->old_order[s]] = s;
-    for (int k = 0; k < g->n_nodes; k++) c->ident[k] = k;
-    c->exact_max = o && o->exact_max_nodes > 0 ? o->exact_max_nodes : INC_EXACT_MAX_DEFAULT;
-    c->beam = o && o->beam_width > 0 ? o->beam_width : INC_BEAM_DEFAULT;
-    c->max_states = o && o->max_states > 0 ? o->max_states : INC_STATES_DEFAULT;
-    c->deadline = sdp_now() + (o && o->time_budget_s > 0 ? o->time_budget_s : INC_TIME_DEFAULT);
-    return IR_OK;
+    return sdp_orderer_init(&c->w, &c->cn, o, INC_BEAM_DEFAULT, &c->stats, d);
 }
 
 /* nw(v) = |V| - |anc(v)| - |des(v)| - 1 of one node of g_old, by two searches; stamp[] holds the
@@ -231,28 +207,21 @@ static bool settle_window(inc *c, int *beg, int *end) {
 static int partition(inc *c, int m) {
     const sdp_ctx *a = &c->cn;
     size_t wpr = ((size_t)m + 63) / 64;
-    memset(c->anc, 0, sizeof(uint64_t) * wpr * (size_t)m);
-    memset(c->des, 0, sizeof(uint64_t) * wpr * (size_t)m);
-    for (int i = 0; i < m; i++) {
-        uint64_t *ai = c->anc + wpr * (size_t)i;
-        int k = c->sub[i];
-        for (int j = a->pr_off[k]; j < a->pr_off[k + 1]; j++) {
-            int q = c->loc[a->pr[j]];
-            if (q < 0) continue;
-            const uint64_t *aq = c->anc + wpr * (size_t)q;
-            for (size_t w = 0; w < wpr; w++) ai[w] |= aq[w];
-            ai[q / 64] |= 1ULL << (q % 64);
-        }
-    }
-    for (int i = m - 1; i >= 0; i--) {
-        uint64_t *di = c->des + wpr * (size_t)i;
-        int k = c->sub[i];
-        for (int j = a->su_off[k]; j < a->su_off[k + 1]; j++) {
-            int q = c->loc[a->su[j]];
-            if (q < 0) continue;
-            const uint64_t *dq = c->des + wpr * (size_t)q;
-            for (size_t w = 0; w < wpr; w++) di[w] |= dq[w];
-            di[q / 64] |= 1ULL << (q % 64);
+    /* Ancestors in index order (topological), descendants in reverse. */
+    for (int dir = 0; dir < 2; dir++) {
+        uint64_t *rel = dir ? c->des : c->anc;
+        const int *off = dir ? a->su_off : a->pr_off, *to = dir ? a->su : a->pr;
+        memset(rel, 0, sizeof(uint64_t) * wpr * (size_t)m);
+        for (int t = 0; t < m; t++) {
+            int i = dir ? m - 1 - t : t, k = c->sub[i];
+            uint64_t *ri = rel + wpr * (size_t)i;
+            for (int j = off[k]; j < off[k + 1]; j++) {
+                int q = c->loc[to[j]];
+                if (q < 0) continue;
+                const uint64_t *rq = rel + wpr * (size_t)q;
+                for (size_t w = 0; w < wpr; w++) ri[w] |= rq[w];
+                ri[q / 64] |= 1ULL << (q % 64);
+            }
         }
     }
     int *cut = c->cursor; /* free until the merge */
@@ -273,84 +242,6 @@ static int partition(inc *c, int m) {
         if (rank + 1 > parts) parts = rank + 1;
     }
     return parts;
-}
-
-/* Searches window ord[lo, hi) and keeps the result when it lowers the window's peak; *peak (may
- * be NULL) receives the window's peak afterwards. exact: over single nodes; sdp_search sizes its
- * tables by width, so it starts small and widens up to max_width only when a level overflowed
- * (the usual small window pays for a small table and stays exact). Otherwise over contracted
- * chains with a beam of c->beam states. */
-static ir_status search_window(inc *c, int lo, int hi, bool exact, int max_width, size_t *peak,
-                               ir_diag *d) {
-    sdp_prob p;
-    sdp_units u = {0};
-    ir_status st = sdp_prob_build(&c->cn, c->ord, c->pos, c->lastpos, lo, hi, &p, d);
-    if (st != IR_OK) return st;
-    size_t seed = sdp_prob_eval(&p, c->ident, NULL, NULL);
-    if (peak) *peak = seed;
-    if (seed > 0 && (st = sdp_units_build(&p, !exact, &u, d)) == IR_OK) {
-        sdp_search_opts so = {.tau = seed - 1,
-                              .width = exact ? INC_FIRST_WIDTH : c->beam,
-                              .max_records = c->max_states,
-                              .deadline = c->deadline};
-        sdp_search_result r;
-        for (;;) {
-            st = sdp_search(&p, &u, &so, c->lorder, &r, d);
-            if (st != IR_OK || !exact || !r.overflow || r.timeout || so.width >= max_width) break;
-            so.width *= 8;
-        }
-        if (st == IR_OK && r.found && r.peak < seed) {
-            for (int s = 0; s < p.m; s++) c->ord[lo + s] = p.node[c->lorder[s]];
-            sdp_positions_update(&c->cn, c->ord, lo, hi, c->pos, c->lastpos);
-            if (peak) *peak = r.peak;
-        }
-    }
-    sdp_units_free(&u);
-    sdp_prob_free(&p);
-    return st;
-}
-
-/* The first step of ord[lo, hi) at the window's peak. */
-static ir_status peak_step(inc *c, int lo, int hi, size_t *peak, int *at, ir_diag *d) {
-    sdp_prob p;
-    ir_status st = sdp_prob_build(&c->cn, c->ord, c->pos, c->lastpos, lo, hi, &p, d);
-    if (st != IR_OK) return st;
-    *peak = sdp_prob_eval(&p, c->ident, NULL, at);
-    *at += lo;
-    sdp_prob_free(&p);
-    return IR_OK;
-}
-
-/* Exact windows of exact_max nodes around the peak step of ord[lo, hi) (centred on it, ending
- * at it, starting at it), re-ordered while one of them lowers the peak: sched_order_memory's
- * refinement of a large part. */
-static ir_status refine(inc *c, int lo, int hi, ir_diag *d) {
-    int K = c->exact_max;
-    ir_status st = IR_OK;
-    if (hi - lo <= K) return st;
-    while (sdp_now() < c->deadline) {
-        size_t peak, wp;
-        int q;
-        if ((st = peak_step(c, lo, hi, &peak, &q, d)) != IR_OK) break;
-        int starts[3] = {q - K / 2, q - K + 1, q};
-        bool improved = false;
-        for (int i = 0; i < 3 && !improved && st == IR_OK; i++) {
-            int a = starts[i] > hi - K ? hi - K : starts[i];
-            a = a < lo ? lo : a;
-            st = search_window(c, a, a + K, true, INC_REFINE_WIDTH, &wp, d);
-            improved = wp < peak;
-        }
-        if (!improved || st != IR_OK) break;
-    }
-    return st;
-}
-
-/* Re-orders ord[lo, hi), one part, as sched_order_memory orders a part: exactly when it has at
- * most exact_max nodes, otherwise a beam over contracted chains and then refine. */
-static ir_status order_part(inc *c, int lo, int hi, ir_diag *d) {
-    if (hi - lo <= c->exact_max) return search_window(c, lo, hi, true, INC_EXACT_WIDTH, NULL, d);
-    ir_status st = search_window(c, lo, hi, false, 0, NULL, d);
-    return st == IR_OK ? refine(c, lo, hi, d) : st;
 }
 
 /* I_S: old positions of touched nodes, or of the old neighbours of touched nodes that only g_new
@@ -405,7 +296,7 @@ static ir_status merge_and_order(inc *c, int beg, int end, bool *valid, ir_diag 
     int w = 0;
     for (int s = 0; s < beg; s++) {
         int k = new_at(c, s);
-        if (k >= 0) c->ord[w++] = k;
+        if (k >= 0) c->w.ord[w++] = k;
     }
     int *b = c->bound; /* part p occupies ord[b[p], b[p + 1]) */
     memset(b, 0, sizeof(int) * (size_t)(parts + 2));
@@ -413,18 +304,20 @@ static ir_status merge_and_order(inc *c, int beg, int end, bool *valid, ir_diag 
     b[0] = w;
     for (int p = 1; p <= parts + 1; p++) b[p] += b[p - 1];
     for (int p = 0; p <= parts; p++) c->cursor[p] = b[p];
-    for (int i = 0; i < m; i++) c->ord[c->cursor[c->group[c->sub[i]]]++] = c->sub[i];
+    for (int i = 0; i < m; i++) c->w.ord[c->cursor[c->group[c->sub[i]]]++] = c->sub[i];
     w += m;
     for (int s = end + 1; s < n_old; s++) {
         int k = new_at(c, s);
-        if (k >= 0) c->ord[w++] = k;
+        if (k >= 0) c->w.ord[w++] = k;
     }
-    *valid = w == n && sched_order_valid(g, c->ord, n);
+    *valid = w == n && sched_order_valid(g, c->w.ord, n);
     if (!*valid) return IR_OK;
-    sdp_positions(&c->cn, c->ord, c->pos, c->lastpos);
+    sdp_positions(&c->cn, c->w.ord, c->w.pos, c->w.lastpos);
     for (int p = 1; p <= parts; p++) {
         if (b[p + 1] - b[p] < 2) continue;
-        ir_status st = order_part(c, b[p], b[p + 1], d);
+        size_t peak;
+        bool exact;
+        ir_status st = sdp_order_part(&c->w, b[p], b[p + 1], &peak, &exact, d);
         if (st != IR_OK) return st;
     }
     /* Peak repair: when the merged order now peaks outside the window, that stretch of the old
@@ -432,10 +325,10 @@ static ir_status merge_and_order(inc *c, int beg, int end, bool *valid, ir_diag 
      * reached as they are), so refine around it as sched_order_memory would. */
     size_t peak;
     int q;
-    ir_status st = peak_step(c, 0, n, &peak, &q, d);
-    if (st == IR_OK && (q < b[1] || q >= b[parts + 1])) st = refine(c, 0, n, d);
+    ir_status st = sdp_window_peak(&c->w, 0, n, &peak, &q, d);
+    if (st == IR_OK && (q < b[1] || q >= b[parts + 1])) st = sdp_refine(&c->w, 0, n, 0, &peak, d);
     if (st != IR_OK) return st;
-    *valid = sched_order_valid(g, c->ord, n);
+    *valid = sched_order_valid(g, c->w.ord, n);
     return IR_OK;
 }
 
@@ -459,7 +352,7 @@ ir_status sched_incremental(const ir_graph *g_old, const int *old_order, const i
     if (beg <= 0 && end >= n_old - 1) goto full;
     if ((st = merge_and_order(&c, beg, end, &valid, d)) != IR_OK) goto out;
     if (valid) {
-        memcpy(new_order, c.ord, sizeof(int) * (size_t)g_new->n_nodes);
+        memcpy(new_order, c.w.ord, sizeof(int) * (size_t)g_new->n_nodes);
         goto out;
     }
 #ifdef MAGPIE_DEBUG

@@ -19,9 +19,10 @@
  *     a window never changes the memory outside it, so no step gets worse.
  *  5. The result is compared with the eager order by sched_memory_compute, and the eager
  *     order is returned unless the result is strictly better: never worse than eager.
- * Memory is bounded by max_states records per search plus per-level tables sized before the
- * search; time by time_budget_s (checked per level). The result is deterministic unless the
- * budget runs out. */
+ * Steps 3 and 4 are sdp_order_part (sched-impl.h), which sched_incremental uses for its parts too.
+ * Memory is bounded by max_states records per search plus per-level tables bounded before the
+ * search; time by time_budget_s (checked per level; a refining window gets at most a tenth of
+ * it). The result is deterministic unless the budget runs out (schedule.h). */
 #include "sched-impl.h"
 
 #include <stdlib.h>
@@ -33,23 +34,49 @@
 #define SDP_STATES_DEFAULT (1l << 22) /* memo records, 8 bytes each */
 #define SDP_EXACT_WIDTH (1 << 18)     /* states per level of an exact search */
 #define SDP_WINDOW_WIDTH (1 << 13)    /* states per level when refining a window */
-#define SDP_WINDOW_SECONDS 1.0        /* at most per refining window */
+#define SDP_WINDOW_SHARE 0.1          /* of the time budget, at most per refining window */
 
-typedef struct driver {
-    sdp_ctx c;
-    int exact_max, beam;
-    long max_states;
-    double deadline;
-    int *ord, *pos, *lastpos, *nw;
-    int *lorder; /* n scratch: a window's new local order */
-    int *ident;  /* 0..n-1 */
-    sched_dp_stats *st;
-} driver;
+ir_status sdp_orderer_init(sdp_orderer *w, sdp_ctx *c, const sched_dp_options *o, int beam_default,
+                           sched_dp_stats *st, ir_diag *d) {
+    memset(w, 0, sizeof *w);
+    double budget = o && o->time_budget_s > 0 ? o->time_budget_s : SDP_TIME_DEFAULT;
+    w->c = c;
+    w->st = st;
+    w->exact_max = o && o->exact_max_nodes > 0 ? o->exact_max_nodes : SDP_EXACT_MAX_DEFAULT;
+    w->beam = o && o->beam_width > 0 ? o->beam_width : beam_default;
+    w->max_states = o && o->max_states > 0 ? o->max_states : SDP_STATES_DEFAULT;
+    w->deadline = sdp_now() + budget;
+    w->window_s = SDP_WINDOW_SHARE * budget;
+    size_t sn = (size_t)c->n + 1;
+    w->ord = malloc(sizeof(int) * sn);
+    w->pos = malloc(sizeof(int) * sn);
+    w->lastpos = malloc(sizeof(int) * ((size_t)c->nv + 1));
+    w->nw = malloc(sizeof(int) * sn);
+    w->lorder = malloc(sizeof(int) * 2 * sn);
+    w->ident = malloc(sizeof(int) * sn);
+    if (!w->ord || !w->pos || !w->lastpos || !w->nw || !w->lorder || !w->ident) {
+        sdp_orderer_free(w);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory scheduling %d nodes", c->n);
+    }
+    for (int i = 0; i < c->n; i++) w->ident[i] = i;
+    return IR_OK;
+}
+
+void sdp_orderer_free(sdp_orderer *w) {
+    if (!w) return;
+    free(w->ord);
+    free(w->pos);
+    free(w->lastpos);
+    free(w->nw);
+    free(w->lorder);
+    free(w->ident);
+    memset(w, 0, sizeof *w);
+}
 
 /* Writes a window's new local order into the whole order and refreshes positions. */
-static void apply_window(driver *dr, const sdp_prob *p, int lo, const int *lorder) {
-    for (int s = 0; s < p->m; s++) dr->ord[lo + s] = p->node[lorder[s]];
-    sdp_positions_update(&dr->c, dr->ord, lo, lo + p->m, dr->pos, dr->lastpos);
+static void apply_window(sdp_orderer *w, const sdp_prob *p, int lo, const int *lorder) {
+    for (int s = 0; s < p->m; s++) w->ord[lo + s] = p->node[lorder[s]];
+    sdp_positions_update(w->c, w->ord, lo, lo + p->m, w->pos, w->lastpos);
 }
 
 /* A lower bound of any order's peak: every node's step holds its inputs and outputs. */
@@ -77,7 +104,7 @@ typedef struct how {
 /* Searches p over units u for an order below *best (then updated, with lorder). With soft
  * budgeting, an overflowing search is followed by searches under a bisected budget. *exact
  * tells whether the result is proven optimal. */
-static ir_status solve_units(driver *dr, const sdp_prob *p, const sdp_units *u, const how *h,
+static ir_status solve_units(sdp_orderer *w, const sdp_prob *p, const sdp_units *u, const how *h,
                              size_t *best, int *lorder, bool *exact, ir_diag *d) {
     sdp_search_result r;
     sdp_search_opts so = {.tau = h->prune ? *best - 1 : SIZE_MAX,
@@ -85,11 +112,11 @@ static ir_status solve_units(driver *dr, const sdp_prob *p, const sdp_units *u, 
                           .max_records = h->max_rec,
                           .even = !h->prune,
                           .deadline = h->deadline};
-    int *tmp = dr->lorder + p->m; /* second half of the scratch */
+    int *tmp = w->lorder + p->m; /* second half of the scratch */
     *exact = false;
     if (*best == 0) return IR_OK;
     ir_status st = sdp_search(p, u, &so, tmp, &r, d);
-    dr->st->states += r.states;
+    w->st->states += r.states;
     if (st != IR_OK) return st;
     if (r.found && r.peak < *best) {
         *best = r.peak;
@@ -103,7 +130,7 @@ static ir_status solve_units(driver *dr, const sdp_prob *p, const sdp_units *u, 
     while (lo <= hi && hi - lo > *best / 128 && sdp_now() < h->deadline) {
         so.tau = lo + (hi - lo) / 2;
         st = sdp_search(p, u, &so, tmp, &r, d);
-        dr->st->states += r.states;
+        w->st->states += r.states;
         if (st != IR_OK) return st;
         if (r.timeout) break;
         if (r.found) {
@@ -119,41 +146,46 @@ static ir_status solve_units(driver *dr, const sdp_prob *p, const sdp_units *u, 
 
 /* Re-orders window [lo, hi) of the current order as h says, keeping the result only when it
  * lowers the window's peak; *peak receives the window's peak afterwards. */
-static ir_status solve_range(driver *dr, int lo, int hi, const how *h, bool *exact, size_t *peak,
-                             ir_diag *d) {
+static ir_status solve_range(sdp_orderer *w, int lo, int hi, const how *h, bool *exact,
+                             size_t *peak, ir_diag *d) {
     sdp_prob p;
     sdp_units u = {0};
-    ir_status st = sdp_prob_build(&dr->c, dr->ord, dr->pos, dr->lastpos, lo, hi, &p, d);
+    ir_status st = sdp_prob_build(w->c, w->ord, w->pos, w->lastpos, lo, hi, &p, d);
     if (st != IR_OK) return st;
-    size_t seed = sdp_prob_eval(&p, dr->ident, NULL, NULL), best = seed;
+    size_t seed = sdp_prob_eval(&p, w->ident, NULL, NULL), best = seed;
     st = sdp_units_build(&p, h->contract, &u, d);
-    if (st == IR_OK) st = solve_units(dr, &p, &u, h, &best, dr->lorder, exact, d);
-    if (st == IR_OK && best < seed) apply_window(dr, &p, lo, dr->lorder);
+    if (st == IR_OK) st = solve_units(w, &p, &u, h, &best, w->lorder, exact, d);
+    if (st == IR_OK && best < seed) apply_window(w, &p, lo, w->lorder);
     *peak = best;
     sdp_units_free(&u);
     sdp_prob_free(&p);
     return st;
 }
 
-/* Windows around the peak step of part [lo, hi), re-ordered exactly while that lowers the
- * part's peak: first windows of about exact_max contracted units (kc nodes), then of
- * exact_max single nodes. */
-static ir_status refine(driver *dr, int lo, int hi, int kc, size_t *peak, ir_diag *d) {
+ir_status sdp_window_peak(sdp_orderer *w, int lo, int hi, size_t *peak, int *at, ir_diag *d) {
+    sdp_prob p;
+    ir_status st = sdp_prob_build(w->c, w->ord, w->pos, w->lastpos, lo, hi, &p, d);
+    if (st != IR_OK) return st;
+    *peak = sdp_prob_eval(&p, w->ident, NULL, at);
+    *at += lo;
+    sdp_prob_free(&p);
+    return IR_OK;
+}
+
+ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_diag *d) {
     ir_status st = IR_OK;
-    int kn = dr->exact_max;
+    int kn = w->exact_max, q;
+    if (!w->have_nw) { /* for the windows that start at a narrow waist */
+        if ((st = sdp_narrow_waist(w->c, w->nw, d)) != IR_OK) return st;
+        w->have_nw = true;
+    }
     for (;;) {
-        sdp_prob p;
-        int q;
-        st = sdp_prob_build(&dr->c, dr->ord, dr->pos, dr->lastpos, lo, hi, &p, d);
-        if (st != IR_OK) return st;
-        *peak = sdp_prob_eval(&p, dr->ident, NULL, &q);
-        sdp_prob_free(&p);
-        if (sdp_now() >= dr->deadline) break;
-        q += lo;
+        if ((st = sdp_window_peak(w, lo, hi, peak, &q, d)) != IR_OK) return st;
+        if (sdp_now() >= w->deadline) break;
         bool improved = false;
         for (int pass = 0; pass < 2 && !improved; pass++) {
             int K = pass == 0 ? kc : kn;
-            if (K < 2 || (pass == 1 && kn >= kc) || hi - lo <= K) continue;
+            if (K < 2 || (pass == 1 && kc >= 2 && kn >= kc) || hi - lo <= K) continue;
             /* Windows holding q: centred, ending at q, starting at q, and starting after the
              * nearest narrow-waist (nw <= 1) node before q. */
             int starts[4], ns = 0;
@@ -161,23 +193,23 @@ static ir_status refine(driver *dr, int lo, int hi, int kc, size_t *peak, ir_dia
             starts[ns++] = q - K + 1;
             starts[ns++] = q;
             for (int s = q - 1; s > q - K && s >= lo; s--)
-                if (dr->nw[dr->ord[s]] <= 1) {
+                if (w->nw[w->ord[s]] <= 1) {
                     starts[ns++] = s + 1;
                     break;
                 }
-            double now = sdp_now(), left = dr->deadline - now;
+            double now = sdp_now(), left = w->deadline - now;
             how h = {.contract = pass == 0,
                      .prune = true,
                      .width = pass == 0 ? SDP_EXACT_WIDTH : SDP_WINDOW_WIDTH,
-                     .max_rec = dr->max_states / 4,
-                     .deadline = now + (left < SDP_WINDOW_SECONDS ? left : SDP_WINDOW_SECONDS)};
+                     .max_rec = w->max_states / 4,
+                     .deadline = now + (left < w->window_s ? left : w->window_s)};
             for (int i = 0; i < ns && !improved; i++) {
                 int a = starts[i];
                 if (a > hi - K) a = hi - K;
                 if (a < lo) a = lo;
                 bool exact;
                 size_t wp;
-                st = solve_range(dr, a, a + K, &h, &exact, &wp, d);
+                st = solve_range(w, a, a + K, &h, &exact, &wp, d);
                 if (st != IR_OK) return st;
                 improved = wp < *peak;
             }
@@ -189,12 +221,12 @@ static ir_status refine(driver *dr, int lo, int hi, int kc, size_t *peak, ir_dia
 
 /* A part larger than exact_max_nodes: a beam over contracted chains, the DP over them when
  * they are few, then refinement. */
-static ir_status solve_big(driver *dr, int lo, int hi, size_t *peak, ir_diag *d) {
+static ir_status solve_big(sdp_orderer *w, int lo, int hi, size_t *peak, ir_diag *d) {
     sdp_prob p;
     sdp_units u = {0};
-    ir_status st = sdp_prob_build(&dr->c, dr->ord, dr->pos, dr->lastpos, lo, hi, &p, d);
+    ir_status st = sdp_prob_build(w->c, w->ord, w->pos, w->lastpos, lo, hi, &p, d);
     if (st != IR_OK) return st;
-    size_t seed = sdp_prob_eval(&p, dr->ident, NULL, NULL), best = seed;
+    size_t seed = sdp_prob_eval(&p, w->ident, NULL, NULL), best = seed;
     st = sdp_units_build(&p, true, &u, d);
     if (st != IR_OK) goto out;
     bool exact;
@@ -202,25 +234,36 @@ static ir_status solve_big(driver *dr, int lo, int hi, size_t *peak, ir_diag *d)
     double now = sdp_now();
     how h = {.contract = true,
              .prune = false,
-             .width = dr->beam,
-             .max_rec = dr->max_states,
-             .deadline = now + (dr->deadline - now) / 2};
-    st = solve_units(dr, &p, &u, &h, &best, dr->lorder, &exact, d);
-    if (st == IR_OK && 2 * u.nu <= 3 * dr->exact_max) {
+             .width = w->beam,
+             .max_rec = w->max_states,
+             .deadline = now + (w->deadline - now) / 2};
+    st = solve_units(w, &p, &u, &h, &best, w->lorder, &exact, d);
+    if (st == IR_OK && 2 * u.nu <= 3 * w->exact_max) {
         h.prune = h.soft = true;
         h.width = SDP_EXACT_WIDTH;
-        st = solve_units(dr, &p, &u, &h, &best, dr->lorder, &exact, d);
+        st = solve_units(w, &p, &u, &h, &best, w->lorder, &exact, d);
     }
     if (st != IR_OK) goto out;
-    if (best < seed) apply_window(dr, &p, lo, dr->lorder);
+    if (best < seed) apply_window(w, &p, lo, w->lorder);
     *peak = best;
     /* Contracted windows of about exact_max units. */
-    long kc = (long)dr->exact_max * p.m / (u.nu ? u.nu : 1);
-    st = refine(dr, lo, hi, kc < hi - lo ? (int)kc : hi - lo, peak, d);
+    long kc = (long)w->exact_max * p.m / (u.nu ? u.nu : 1);
+    st = sdp_refine(w, lo, hi, kc < hi - lo ? (int)kc : hi - lo, peak, d);
 out:
     sdp_units_free(&u);
     sdp_prob_free(&p);
     return st;
+}
+
+ir_status sdp_order_part(sdp_orderer *w, int lo, int hi, size_t *peak, bool *exact, ir_diag *d) {
+    *exact = false;
+    if (hi - lo > w->exact_max) return solve_big(w, lo, hi, peak, d);
+    how h = {.prune = true,
+             .soft = true,
+             .width = SDP_EXACT_WIDTH,
+             .max_rec = w->max_states,
+             .deadline = w->deadline};
+    return solve_range(w, lo, hi, &h, exact, peak, d);
 }
 
 typedef struct part {
@@ -238,43 +281,33 @@ static int part_cmp(const void *a, const void *b) {
 ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *order,
                              sched_dp_stats *st_out, ir_diag *d) {
     double t0 = sdp_now();
-    sched_dp_options defaults = {0};
     sched_dp_stats stats = {0};
-    if (!o) o = &defaults;
     int n = g->n_nodes;
-    driver dr = {.st = &stats};
-    dr.exact_max = o->exact_max_nodes > 0 ? o->exact_max_nodes : SDP_EXACT_MAX_DEFAULT;
-    dr.beam = o->beam_width > 0 ? o->beam_width : SDP_BEAM_DEFAULT;
-    dr.max_states = o->max_states > 0 ? o->max_states : SDP_STATES_DEFAULT;
-    dr.deadline = t0 + (o->time_budget_s > 0 ? o->time_budget_s : SDP_TIME_DEFAULT);
+    sdp_ctx c;
+    sdp_orderer w = {0};
     sched_memory mem = {0}, eager_mem = {0};
     part *parts = NULL;
     int *start = NULL;
-    ir_status st = sdp_ctx_init(&dr.c, g, d);
+    ir_status st = sdp_ctx_init(&c, g, d);
     if (st != IR_OK) return st;
+    if ((st = sdp_orderer_init(&w, &c, o, SDP_BEAM_DEFAULT, &stats, d)) != IR_OK) goto out;
     size_t sn = (size_t)n + 1;
-    dr.ord = malloc(sizeof(int) * sn);
-    dr.pos = malloc(sizeof(int) * sn);
-    dr.lastpos = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    dr.nw = malloc(sizeof(int) * sn);
-    dr.lorder = malloc(sizeof(int) * 2 * sn);
-    dr.ident = malloc(sizeof(int) * sn);
     start = malloc(sizeof(int) * (sn + 1));
     parts = malloc(sizeof(part) * sn);
-    if (!dr.ord || !dr.pos || !dr.lastpos || !dr.nw || !dr.lorder || !dr.ident || !start ||
-        !parts) {
+    if (!start || !parts) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory scheduling %d nodes", n);
         goto out;
     }
     /* The working order starts as the node index order, which is topological (ir.h) and keeps
      * each part contiguous; the eager order (sched_eager_order) is the baseline. */
-    for (int i = 0; i < n; i++) dr.ord[i] = dr.ident[i] = i;
-    if ((st = sched_memory_compute(g, dr.ord, &mem, d)) != IR_OK) goto out;
+    for (int i = 0; i < n; i++) w.ord[i] = i;
+    if ((st = sched_memory_compute(g, w.ord, &mem, d)) != IR_OK) goto out;
     if ((st = sched_memory_compute(g, NULL, &eager_mem, d)) != IR_OK) goto out;
-    if ((st = sdp_narrow_waist(&dr.c, dr.nw, d)) != IR_OK) goto out;
-    sdp_positions(&dr.c, dr.ord, dr.pos, dr.lastpos);
+    if ((st = sdp_narrow_waist(&c, w.nw, d)) != IR_OK) goto out;
+    w.have_nw = true;
+    sdp_positions(&c, w.ord, w.pos, w.lastpos);
 
-    int np = n ? sdp_partition(dr.nw, n, start) : 0;
+    int np = n ? sdp_partition(w.nw, n, start) : 0;
     for (int i = 0; i < np; i++) {
         parts[i] = (part){.lo = start[i], .hi = start[i + 1], .seed = 0};
         for (int s = start[i]; s < start[i + 1]; s++)
@@ -284,22 +317,12 @@ ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *
     qsort(parts, (size_t)np, sizeof(part), part_cmp);
     stats.parts = np;
     size_t reached = 0; /* the peak of the parts solved so far: no order goes below it */
-    for (int i = 0; i < np && sdp_now() < dr.deadline; i++) {
+    for (int i = 0; i < np && sdp_now() < w.deadline; i++) {
         part *pt = &parts[i];
         if (pt->seed <= reached || pt->hi - pt->lo < 2) continue;
         size_t peak;
-        bool exact = false;
-        if (pt->hi - pt->lo <= dr.exact_max) {
-            how h = {.prune = true,
-                     .soft = true,
-                     .width = SDP_EXACT_WIDTH,
-                     .max_rec = dr.max_states,
-                     .deadline = dr.deadline};
-            st = solve_range(&dr, pt->lo, pt->hi, &h, &exact, &peak, d);
-        } else {
-            st = solve_big(&dr, pt->lo, pt->hi, &peak, d);
-        }
-        if (st != IR_OK) goto out;
+        bool exact;
+        if ((st = sdp_order_part(&w, pt->lo, pt->hi, &peak, &exact, d)) != IR_OK) goto out;
         if (exact)
             stats.exact_parts++;
         else
@@ -315,7 +338,7 @@ ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *
     for (int i = 0; i < np; i++)
         if (parts[i].peak > claim) claim = parts[i].peak;
     sched_memory_free(&mem);
-    if (!sched_order_valid(g, dr.ord, n) || sched_memory_compute(g, dr.ord, &mem, d) != IR_OK ||
+    if (!sched_order_valid(g, w.ord, n) || sched_memory_compute(g, w.ord, &mem, d) != IR_OK ||
         mem.peak_bytes != claim) {
         st = ir_diag_set(d, IR_ERR_INTERNAL,
                          "%s: the memory order is invalid or its peak (%zu bytes) is not the "
@@ -325,7 +348,7 @@ ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *
     }
     stats.peak_bytes = claim;
     if (mem.peak_bytes < eager_mem.peak_bytes) {
-        memcpy(order, dr.ord, sizeof(int) * (size_t)n);
+        memcpy(order, w.ord, sizeof(int) * (size_t)n);
     } else {
         int *eager = sched_eager_order(g);
         if (!eager) {
@@ -341,14 +364,9 @@ out:
     if (st_out) *st_out = stats;
     sched_memory_free(&mem);
     sched_memory_free(&eager_mem);
-    free(dr.ord);
-    free(dr.pos);
-    free(dr.lastpos);
-    free(dr.nw);
-    free(dr.lorder);
-    free(dr.ident);
     free(start);
     free(parts);
-    sdp_ctx_free(&dr.c);
+    sdp_orderer_free(&w);
+    sdp_ctx_free(&c);
     return st;
 }

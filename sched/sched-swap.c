@@ -80,9 +80,9 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
             at = first_use[k] > lo ? first_use[k] : lo;
             while (at > lo && acc < need) acc += prof_node_seconds(cost, g, &g->nodes[base[--at]]);
         }
-        /* A user bound below lo means the input order already had a user before the producer's
-         * slot, which a topological order cannot have. */
-        IR_ASSERT(at >= lo);
+        /* Every user comes after the producer of k's input in a topological order, so lo never
+         * exceeds the earliest user's slot and k lands before its users. */
+        IR_ASSERT(at <= first_use[k]);
         slot[k] = at;
     }
     /* Emit slot by slot: swap ops of slot k (in input order), then base[k]. A counting sort of

@@ -58,14 +58,21 @@ typedef struct sched_dp_options {
     double time_budget_s; /* soft bound for one call; 0 = default (10 s) */
     long max_states;      /* bound on the states a search keeps (its memo); 0 = default (4 Mi) */
 } sched_dp_options;
+/* Determinism: exact_max_nodes, beam_width and max_states (with the graph and, for
+ * sched_incremental, the old order and the touched ids) determine the result, the same on every
+ * machine and under any load, as long as time_budget_s does not run out; they also bound the work,
+ * so every call ends without it. time_budget_s is the only input that depends on the machine: a
+ * search that stops on time (the call's budget, a tenth of it for each refining window) returns
+ * the best order found by then. A caller that needs a reproducible result (tests) sets
+ * time_budget_s far above what its searches take, or bounds them by max_states. */
 
 typedef struct sched_dp_stats {
-    int parts;          /* independent parts after cutting at narrow waists */
-    int exact_parts;    /* scheduled by the exact DP */
-    int beam_parts;     /* scheduled by the heuristics (contracted search, beam, windows) */
-    long states;        /* DP/beam states expanded */
+    int parts;       /* independent parts after cutting at narrow waists */
+    int exact_parts; /* scheduled by the exact DP */
+    int beam_parts;  /* scheduled by the heuristics (contracted search, beam, windows) */
+    long states;     /* DP/beam states expanded */
     double seconds;
-    size_t peak_bytes;  /* the peak the search computed for the returned order (base included) */
+    size_t peak_bytes; /* the peak the search computed for the returned order (base included) */
 } sched_dp_stats;
 
 /* Memory-minimizing order of all of g (Serenity-style DP with narrow-waist cuts; MAGIS 6.1).
@@ -108,7 +115,7 @@ void sched_sim_free(sched_sim *s); /* NULL-safe, idempotent */
 /* Re-places the swap ops of order (MAGIS 6.2): each Store as early as possible, each Load as
  * late as still hides its transfer behind compute before its first user. new_order receives
  * g->n_nodes entries (it may alias order). */
-ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cost,
-                            int *new_order, ir_diag *d);
+ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cost, int *new_order,
+                            ir_diag *d);
 
 #endif

@@ -85,7 +85,8 @@ static void test_json_keys_and_peaks(void **state) {
                                            "peak_host_bytes",
                                            "resident_bytes",
                                            "peak_step",
-                                           "steps"};
+                                           "steps",
+                                           "swaps_placed"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             if (!has_key(p->out, keys[k])) fail_msg("%s: no key %s", models[i], keys[k]);
         assert_non_null(strstr(p->out, "\"order\":\"memory\""));
@@ -95,6 +96,7 @@ static void test_json_keys_and_peaks(void **state) {
         assert_true(peak > 0 && peak <= eager);
         assert_true(json_num(p->out, "latency_seconds") > 0);
         assert_true(json_num(p->out, "peak_host_bytes") == 0);
+        assert_non_null(strstr(p->out, "\"swaps_placed\":false")); /* no Store/Load here */
     }
     free(p);
 }
