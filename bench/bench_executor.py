@@ -2,9 +2,9 @@
 """bench_executor.py - magpie's CPU executor against PyTorch's CPU forward, side by side.
 
 For each model: export it to ONNX with random weights, run it in PyTorch (same thread count,
-no_grad, after warm-up) and through `magpie run --json` (its wall_seconds covers kernel
-execution only, as PyTorch's timing does), alternating the two, and report the median of each and
-their ratio. The outputs are compared too, so a fast but wrong executor cannot pass unnoticed.
+no_grad, after warm-up) and through `magpie run --repeat 3 --json` (its wall_seconds is the
+median of 3 executions after a warm-up one, kernel execution only, as PyTorch's timing is),
+alternating the two, and report the median of each and their ratio. The outputs are compared too, so a fast but wrong executor cannot pass unnoticed.
 
 Usage: /usr/bin/python3 bench/bench_executor.py [--magpie build/magpie] [--threads 2] [--runs 7]
 Needs Debian's python3-torch and python3-torchvision (not needed by the tests).
@@ -70,7 +70,8 @@ def time_torch(model, x):
 
 
 def time_magpie(magpie, onnx_path, npy_path, outdir):
-    r = subprocess.run([magpie, "run", onnx_path, "-i", npy_path, "-o", outdir, "--json"],
+    r = subprocess.run([magpie, "run", onnx_path, "-i", npy_path, "-o", outdir, "--json",
+                        "--repeat", "3"],
                        check=True, capture_output=True, text=True)
     return json.loads(r.stdout)
 

@@ -39,6 +39,8 @@ static const opt_def defs[] = {
     {CLI_OPT_PROFILE_DB, "profile-db", 0, "FILE",
      "profile database of measured costs (default: $XDG_CACHE_HOME/magpie/profile.db)"},
     {CLI_OPT_TOP, "top", 0, "N", "list the N costliest nodes, 0 for all (default: 20)"},
+    {CLI_OPT_REPEAT, "repeat", 0, "N",
+     "execute N more times after the first and report the median wall time (benchmarking)"},
     {CLI_OPT_ORDER, "order", 0, "eager|memory",
      "order of the nodes: eager (the model's node order) or memory (the memory-minimizing"
      " order); run defaults to eager"},
@@ -170,14 +172,15 @@ static int parse_seed(const cli_cmd *cmd, cli_opts *o, const char *arg) {
     return CLI_EXIT_OK;
 }
 
-static int parse_top(const cli_cmd *cmd, cli_opts *o, const char *arg) {
+/* An integer option value of at least min (--top, --repeat). */
+static int parse_count(const cli_cmd *cmd, const char *opt, const char *arg, long min, int *out) {
     char *end = NULL;
     errno = 0;
     long v = strtol(arg, &end, 10);
-    if (!*arg || *end || errno || v < 0 || v > 1000000000)
-        return cli_fail(CLI_EXIT_USAGE, "%s: --top '%s': expected a non-negative integer",
-                        cmd->name, arg);
-    o->top = (int)v;
+    if (!*arg || *end || errno || v < min || v > 1000000000)
+        return cli_fail(CLI_EXIT_USAGE, "%s: --%s '%s': expected an integer of at least %ld",
+                        cmd->name, opt, arg, min);
+    *out = (int)v;
     return CLI_EXIT_OK;
 }
 
@@ -223,11 +226,12 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --profile-db: empty file name", cmd->name);
         o->profile_db = val;
         return CLI_EXIT_OK;
-    case CLI_OPT_TOP: return parse_top(cmd, o, val);
+    case CLI_OPT_TOP: return parse_count(cmd, "top", val, 0, &o->top);
+    case CLI_OPT_REPEAT: return parse_count(cmd, "repeat", val, 1, &o->repeat);
     case CLI_OPT_ORDER:
         if (strcmp(val, "eager") && strcmp(val, "memory"))
-            return cli_fail(CLI_EXIT_USAGE, "%s: --order '%s': expected eager or memory",
-                            cmd->name, val);
+            return cli_fail(CLI_EXIT_USAGE, "%s: --order '%s': expected eager or memory", cmd->name,
+                            val);
         o->order = val;
         return CLI_EXIT_OK;
     case CLI_OPT_TRAIN: return cli_train_opt(cmd, o, od->lng, val);
@@ -297,6 +301,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
 int cli_opts_parse(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
     memset(o, 0, sizeof *o);
     o->top = -1;
+    o->repeat = 0;
     /* Upper bounds: one entry per argument, and one data name per ',' besides. */
     size_t n = (size_t)argc + 1, n_data = n;
     for (int i = 0; i < argc; i++)

@@ -26,19 +26,20 @@ enum cli_exit {
 
 /* The options a sub-command accepts (cli_cmd.opts); anything else is a usage error. */
 enum cli_opt_mask {
-    CLI_OPT_SHAPE = 1u << 0,  /* --shape NAME=D0,D1,... (repeatable) */
-    CLI_OPT_DATA = 1u << 1,   /* --data NAME[,NAME] (repeatable) */
-    CLI_OPT_SEED = 1u << 2,   /* --seed S */
-    CLI_OPT_INPUT = 1u << 3,  /* -i FILE.npy | -i NAME=FILE.npy (repeatable) */
-    CLI_OPT_OUTDIR = 1u << 4, /* -o DIR */
-    CLI_OPT_JSON = 1u << 5,   /* --json */
-    CLI_OPT_PLOT = 1u << 6,   /* --plot FILE.svg */
+    CLI_OPT_SHAPE = 1u << 0,      /* --shape NAME=D0,D1,... (repeatable) */
+    CLI_OPT_DATA = 1u << 1,       /* --data NAME[,NAME] (repeatable) */
+    CLI_OPT_SEED = 1u << 2,       /* --seed S */
+    CLI_OPT_INPUT = 1u << 3,      /* -i FILE.npy | -i NAME=FILE.npy (repeatable) */
+    CLI_OPT_OUTDIR = 1u << 4,     /* -o DIR */
+    CLI_OPT_JSON = 1u << 5,       /* --json */
+    CLI_OPT_PLOT = 1u << 6,       /* --plot FILE.svg */
     CLI_OPT_DEVICE = 1u << 7,     /* --device cpu|cuda|analytic:<target> */
     CLI_OPT_PROFILE_DB = 1u << 8, /* --profile-db FILE */
     CLI_OPT_TOP = 1u << 9,        /* --top N */
     /* --train, --loss, --target, --optimizer, --lr, --frozen (cli-train.c) */
     CLI_OPT_TRAIN = 1u << 10,
-    CLI_OPT_ORDER = 1u << 11, /* --order eager|memory */
+    CLI_OPT_ORDER = 1u << 11,  /* --order eager|memory */
+    CLI_OPT_REPEAT = 1u << 12, /* --repeat N */
 };
 
 typedef struct cli_input {
@@ -57,10 +58,11 @@ typedef struct cli_opts {
     const char *out_dir; /* NULL when -o was not given */
     bool json;
     const char *plot;
-    const char *device;     /* NULL when --device was not given */
-    const char *profile_db; /* NULL: the default database */
-    int top;                /* -1 when --top was not given */
-    const char *order;      /* --order: "eager" or "memory"; NULL when not given */
+    const char *device;       /* NULL when --device was not given */
+    const char *profile_db;   /* NULL: the default database */
+    int top;                  /* -1 when --top was not given */
+    const char *order;        /* --order: "eager" or "memory"; NULL when not given */
+    int repeat;               /* --repeat N: timed executions after one warm-up (default 1, none) */
     bool train;               /* --train: work on the training graph (cli_load_graph) */
     ir_train_opts train_opts; /* --loss, --target, --optimizer, --lr */
     const char *train_only;   /* the first option given that needs --train, for the error */

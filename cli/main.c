@@ -31,7 +31,7 @@ static const cli_cmd cmds[] = {
                    "it runs the training graph: DIR/loss.npy and DIR/<param>.grad.npy, or the\n"
                    "updated parameters and optimizer state with --optimizer.",
         .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_OUTDIR |
-                CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_ORDER,
+                CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_ORDER | CLI_OPT_REPEAT,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_run,
