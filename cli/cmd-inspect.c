@@ -97,11 +97,12 @@ static void json_train(cli_json *j, const ir_train_summary *t) {
 
 static void text_train(const ir_train_summary *t) {
     char a[32], b[32], c[32], e[32], f[32];
-    printf("training     %d params %s, gradients %s, activations %s, backward temporaries %s, "
-           "optimizer state %s\n",
-           t->n_params, cli_fmt_bytes(t->param_bytes, a, sizeof a),
-           cli_fmt_bytes(t->grad_bytes, b, sizeof b), cli_fmt_bytes(t->activation_bytes, c, sizeof c),
-           cli_fmt_bytes(t->backward_bytes, e, sizeof e), cli_fmt_bytes(t->state_bytes, f, sizeof f));
+    printf(
+        "training     %d params %s, gradients %s, activations %s, backward temporaries %s, "
+        "optimizer state %s\n",
+        t->n_params, cli_fmt_bytes(t->param_bytes, a, sizeof a),
+        cli_fmt_bytes(t->grad_bytes, b, sizeof b), cli_fmt_bytes(t->activation_bytes, c, sizeof c),
+        cli_fmt_bytes(t->backward_bytes, e, sizeof e), cli_fmt_bytes(t->state_bytes, f, sizeof f));
     printf("             %d forward, %d backward, %d update nodes\n", t->n_forward_nodes,
            t->n_backward_nodes, t->n_update_nodes);
 }

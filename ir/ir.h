@@ -400,8 +400,7 @@ typedef struct ir_train_opts {
  * optimizer, or "<name>.new" and its state ("<name>.momentum_buffer.new", "<name>.exp_avg.new",
  * "<name>.exp_avg_sq.new") with one. IR_ERR_UNSUPPORTED naming the node for an op without a
  * gradient on the path to a parameter. NULL on failure with *st (may be NULL) and d set. */
-ir_graph *ir_build_training(const ir_graph *fwd, const ir_train_opts *o, ir_status *st,
-                            ir_diag *d);
+ir_graph *ir_build_training(const ir_graph *fwd, const ir_train_opts *o, ir_status *st, ir_diag *d);
 
 /* What the memory of a training graph (from ir_build_training) is made of, in bytes. Nodes up to
  * the one producing the loss (output 0) are the forward; IR_OPF_INPLACE nodes are updates. */

@@ -30,6 +30,8 @@ typedef struct exec {
     unsigned char *owned; /* value -> buf came from the allocator (OWNED_DEVICE / OWNED_HOST) */
     unsigned char *keep;  /* value -> resident or graph output: lives to the end */
     unsigned char *bound; /* value -> given by a binding */
+    /* value -> a resident that an IR_OPF_INPLACE output takes over (gets a writable buffer) */
+    unsigned char *overwritten;
     ir_tensor *tin, *tout;
     ir_diag *d;
 } exec;
@@ -147,6 +149,10 @@ static void compute_lifetimes(exec *x) {
         for (int i = 0; i < nd->n_in; i++)
             if (nd->in[i] >= 0) x->last[nd->in[i]] = s;
     }
+    for (int v = 0; v < g->n_values; v++) {
+        int over = ir_value_inplace_of(g, v);
+        if (over >= 0) x->overwritten[over] = 1;
+    }
 }
 
 /* Places every resident: constants from their blobs, graph inputs in allocator buffers (bound
@@ -173,7 +179,8 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
         if (ir_dtype_size(v->dtype) == 0)
             return ir_diag_set(x->d, IR_ERR_INVALID, "value '%s' has no dtype", v->name);
         *resident += bytes;
-        if (!x->bound[id] && v->blob) {
+        /* a constant that an in-place update overwrites gets a writable copy: blobs are shared */
+        if (!x->bound[id] && v->blob && !x->overwritten[id]) {
             if (ir_blob_bytes(v->blob) < bytes)
                 return ir_diag_set(x->d, IR_ERR_INVALID,
                                    "constant '%s' holds %zu bytes, its shape needs %zu", v->name,
@@ -188,6 +195,10 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
                                v->name, bytes);
         x->buf[id] = p;
         x->owned[id] = 1;
+        if (!x->bound[id] && v->blob) {
+            memcpy(p, ir_blob_data(v->blob), bytes);
+            continue;
+        }
         if (x->bound[id]) {
             for (int i = 0; i < n_in; i++)
                 if (in[i].value == id && bytes) memcpy(p, in[i].data, bytes);
@@ -225,6 +236,14 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         int v = nd->out[i];
         x->tout[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (v < 0) continue;
+        int over = ir_value_inplace_of(g, v);
+        if (over >= 0) { /* takes over the resident's buffer: no new bytes, never freed */
+            x->buf[v] = x->buf[over];
+            x->keep[v] = 1;
+            x->tout[i] = (ir_tensor){
+                .dtype = g->values[v].dtype, .shape = g->values[v].shape, .data = x->buf[v]};
+            continue;
+        }
         size_t bytes = ir_value_bytes(&g->values[v]);
         bool host = ir_value_on_host(g, v);
         void *p = rt_alloc_get(host ? &x->host : &x->alloc, bytes);
@@ -338,12 +357,13 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     x.buf = calloc(nv, sizeof(void *));
     x.owned = calloc(nv, 1);
     x.keep = calloc(nv, 1);
+    x.overwritten = calloc(nv, 1);
     x.bound = calloc(nv, 1);
     x.tin = calloc((size_t)max_in, sizeof(ir_tensor));
     x.tout = calloc((size_t)max_out, sizeof(ir_tensor));
     r->step_bytes = calloc(nn, sizeof(size_t));
-    if (!x.order || !x.pos || !x.last || !x.buf || !x.owned || !x.keep || !x.bound || !x.tin ||
-        !x.tout || !r->step_bytes) {
+    if (!x.order || !x.pos || !x.last || !x.buf || !x.owned || !x.keep || !x.overwritten ||
+        !x.bound || !x.tin || !x.tout || !r->step_bytes) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory preparing the run");
         goto out;
     }
@@ -386,6 +406,7 @@ out:
     free(x.buf);
     free(x.owned);
     free(x.keep);
+    free(x.overwritten);
     free(x.bound);
     free(x.tin);
     free(x.tout);

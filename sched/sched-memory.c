@@ -76,6 +76,8 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
         /* Store outputs keep their lifetime (the simulator counts them as host bytes) but take
          * no device bytes. */
         if (ir_value_on_host(g, v)) continue;
+        /* An in-place update's output takes over its resident input's bytes (IR_OPF_INPLACE). */
+        if (ir_value_inplace_of(g, v) >= 0) continue;
         long long b = (long long)ir_value_bytes(val);
         delta[lt[v].def_step] += b;
         delta[lt[v].last_step + 1 <= n ? lt[v].last_step + 1 : n] -= b;
