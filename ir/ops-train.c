@@ -40,16 +40,6 @@ static double flops_out_numel(const ir_graph *g, const ir_node *n) {
     return (double)ir_shape_numel(&ir_node_out(g, n, 0)->shape);
 }
 
-/* Element i of a float32/float64 buffer as double, and back. */
-#define LD(t, p, i) ((t) == IR_F32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
-#define ST(t, p, i, v)                                                                             \
-    do {                                                                                           \
-        if ((t) == IR_F32)                                                                         \
-            ((float *)(p))[i] = (float)(v);                                                        \
-        else                                                                                       \
-            ((double *)(p))[i] = (v);                                                              \
-    } while (0)
-
 /* ---------------------------------------------------------------- UnaryGrad */
 
 typedef enum ug_kind {
@@ -136,7 +126,8 @@ static ir_status ug_kernel(const ir_kernel_ctx *k) {
     int64_t n = ir_tensor_numel(dy);
     IR_PARALLEL_FOR(n > IR_PAR_MIN / 4)
     for (int64_t i = 0; i < n; i++)
-        ST(dt, k->out[0].data, i, LD(dt, dy->data, i) * ug_deriv(kind, LD(dt, t->data, i), &p));
+        IR_ST_F(dt, k->out[0].data, i,
+                IR_LD_F(dt, dy->data, i) * ug_deriv(kind, IR_LD_F(dt, t->data, i), &p));
     return IR_OK;
 }
 
@@ -161,7 +152,7 @@ static ir_status dg_kernel(const ir_kernel_ctx *k) {
     int64_t n = ir_tensor_numel(dy);
     IR_PARALLEL_FOR(n > IR_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
-        ST(dy->dtype, k->out[0].data, i, m[i] ? LD(dy->dtype, dy->data, i) * scale : 0.0);
+        IR_ST_F(dy->dtype, k->out[0].data, i, m[i] ? IR_LD_F(dy->dtype, dy->data, i) * scale : 0.0);
     return IR_OK;
 }
 
@@ -248,8 +239,9 @@ static ir_status gge_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *dy = &k->in[0], *ix = &k->in[1];
     ir_tensor *out = &k->out[0];
     ir_dtype t = dy->dtype;
-    int axis, r = out->shape.rank;
-    ir_norm_axis(ir_attr_int(k->node, "axis", 0), r, &axis);
+    int axis = 0, r = out->shape.rank;
+    if (!ir_norm_axis(ir_attr_int(k->node, "axis", 0), r, &axis)) /* inference checked it */
+        return ir_node_fail(k->diag, IR_ERR_INVALID, k->node, "axis out of range");
     int64_t dim = out->shape.dims[axis], cnt = ir_tensor_numel(ix);
     int64_t ost[IR_MAX_RANK], ist[IR_MAX_RANK];
     ir_shape_strides(&out->shape, ost);
@@ -270,7 +262,7 @@ static ir_status gge_kernel(const ir_kernel_ctx *k) {
             }
             dst += c * ost[a];
         }
-        ST(t, out->data, dst, LD(t, out->data, dst) + LD(t, dy->data, j));
+        IR_ST_F(t, out->data, dst, IR_LD_F(t, out->data, dst) + IR_LD_F(t, dy->data, j));
     }
     return IR_OK;
 }
@@ -339,17 +331,17 @@ static ir_status sce_kernel(const ir_kernel_ctx *k) {
         ir_status st = sce_label(k, lab, r, s.C, ignore, &y);
         if (st != IR_OK) return st;
         double mx = -INFINITY, z = 0;
-        for (int64_t c = 0; c < s.C; c++) mx = fmax(mx, LD(t, x->data, r * s.C + c));
-        for (int64_t c = 0; c < s.C; c++) z += exp(LD(t, x->data, r * s.C + c) - mx);
+        for (int64_t c = 0; c < s.C; c++) mx = fmax(mx, IR_LD_F(t, x->data, r * s.C + c));
+        for (int64_t c = 0; c < s.C; c++) z += exp(IR_LD_F(t, x->data, r * s.C + c) - mx);
         double lse = mx + log(z);
         if (lp)
             for (int64_t c = 0; c < s.C; c++)
-                ST(t, lp, r * s.C + c, LD(t, x->data, r * s.C + c) - lse);
+                IR_ST_F(t, lp, r * s.C + c, IR_LD_F(t, x->data, r * s.C + c) - lse);
         if (y == ignore) continue;
-        sum += lse - LD(t, x->data, r * s.C + y);
+        sum += lse - IR_LD_F(t, x->data, r * s.C + y);
         count++;
     }
-    ST(t, k->out[0].data, 0, sum / (double)count); /* NaN when all are ignored, as PyTorch */
+    IR_ST_F(t, k->out[0].data, 0, sum / (double)count); /* NaN when all are ignored, as PyTorch */
     return IR_OK;
 }
 
@@ -375,13 +367,13 @@ static ir_status sceg_kernel(const ir_kernel_ctx *k) {
         if (st != IR_OK) return st;
         count += y != ignore;
     }
-    double scale = LD(t, dl->data, 0) / (double)count;
+    double scale = IR_LD_F(t, dl->data, 0) / (double)count;
     for (int64_t r = 0; r < s.rows; r++) {
         int64_t y = idx_at(lab, r);
         for (int64_t c = 0; c < s.C; c++) {
             int64_t i = r * s.C + c;
-            double v = y == ignore ? 0.0 : scale * (exp(LD(t, lp->data, i)) - (c == y));
-            ST(t, k->out[0].data, i, v);
+            double v = y == ignore ? 0.0 : scale * (exp(IR_LD_F(t, lp->data, i)) - (c == y));
+            IR_ST_F(t, k->out[0].data, i, v);
         }
     }
     return IR_OK;
@@ -415,7 +407,7 @@ static ir_status sgd_kernel(const ir_kernel_ctx *k) {
     int64_t n = ir_tensor_numel(&k->in[0]);
     const void *p = k->in[0].data, *gr = k->in[1].data;
     void *po = k->out[0].data;
-    for (int64_t i = 0; i < n; i++) ST(t, po, i, LD(t, p, i) - lr * LD(t, gr, i));
+    for (int64_t i = 0; i < n; i++) IR_ST_F(t, po, i, IR_LD_F(t, p, i) - lr * IR_LD_F(t, gr, i));
     return IR_OK;
 }
 
@@ -426,10 +418,10 @@ static ir_status momentum_kernel(const ir_kernel_ctx *k) {
     const void *p = k->in[0].data, *b = k->in[1].data, *gr = k->in[2].data;
     void *po = k->out[0].data, *bo = k->out[1].data;
     for (int64_t i = 0; i < n; i++) {
-        double nb = mu * LD(t, b, i) + LD(t, gr, i);
+        double nb = mu * IR_LD_F(t, b, i) + IR_LD_F(t, gr, i);
         if (t == IR_F32) nb = (float)nb; /* PyTorch stores the buffer, then reads it back */
-        ST(t, bo, i, nb);
-        ST(t, po, i, LD(t, p, i) - lr * nb);
+        IR_ST_F(t, bo, i, nb);
+        IR_ST_F(t, po, i, IR_LD_F(t, p, i) - lr * nb);
     }
     return IR_OK;
 }
@@ -445,15 +437,16 @@ static ir_status adam_kernel(const ir_kernel_ctx *k) {
     const void *p = k->in[0].data, *m = k->in[1].data, *v = k->in[2].data, *gr = k->in[3].data;
     void *po = k->out[0].data, *mo = k->out[1].data, *vo = k->out[2].data;
     for (int64_t i = 0; i < n; i++) {
-        double gi = LD(t, gr, i);
-        double nm = b1 * LD(t, m, i) + (1 - b1) * gi, nv = b2 * LD(t, v, i) + (1 - b2) * gi * gi;
+        double gi = IR_LD_F(t, gr, i);
+        double nm = b1 * IR_LD_F(t, m, i) + (1 - b1) * gi,
+               nv = b2 * IR_LD_F(t, v, i) + (1 - b2) * gi * gi;
         if (t == IR_F32) { /* the state is stored in float32 before the update reads it */
             nm = (float)nm;
             nv = (float)nv;
         }
-        ST(t, mo, i, nm);
-        ST(t, vo, i, nv);
-        ST(t, po, i, LD(t, p, i) - step_size * nm / (sqrt(nv) / bc2s + eps));
+        IR_ST_F(t, mo, i, nm);
+        IR_ST_F(t, vo, i, nv);
+        IR_ST_F(t, po, i, IR_LD_F(t, p, i) - step_size * nm / (sqrt(nv) / bc2s + eps));
     }
     return IR_OK;
 }

@@ -30,13 +30,13 @@ typedef struct fx {
 } fx;
 
 static bool exists(const fx *f, const char *file) {
-    char p[1400];
+    char p[2048];
     snprintf(p, sizeof p, "%s/%s", f->dir, file);
     return access(p, R_OK) == 0;
 }
 
 static ir_blob *read_npy(const fx *f, const char *file, ir_dtype *t, ir_shape *s) {
-    char p[1400];
+    char p[2048];
     ir_diag d = {{0}};
     ir_blob *b = NULL;
     snprintf(p, sizeof p, "%s/%s", f->dir, file);
@@ -167,7 +167,7 @@ static int load(void **state) {
     if (!exists(f, "loss.npy")) return 0; /* reported by the test */
     ir_diag d = {{0}};
     ir_status st;
-    char p[1400];
+    char p[2048];
     snprintf(p, sizeof p, "%s/model.onnx", f->dir);
     ir_import_opts io = {0};
     f->fwd = ir_onnx_load(p, &io, &st, &d);
