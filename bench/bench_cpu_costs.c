@@ -40,16 +40,6 @@ static const spec defaults[] = {
 #define MAX_ROUNDS 32
 #define MAX_RUNS 101
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Parses "NAME=D0,D1,..." into name and shape (name points into buf). */
 static bool parse_shape(const char *arg, char *buf, size_t n, ir_shape *s) {
     snprintf(buf, n, "%s", arg);
@@ -124,10 +114,10 @@ static int bench_one(const spec *sp, int rounds, int runs, const char *db, resul
             if (k >= 0) wall[k] = rr.wall_seconds;
             rt_result_free(&rr);
         }
-        meas[r] = median(wall, runs);
+        meas[r] = prof_median(wall, runs);
     }
-    res->predicted = median(pred, rounds);
-    res->measured = median(meas, rounds);
+    res->predicted = prof_median(pred, rounds);
+    res->measured = prof_median(meas, rounds);
     res->nodes = g->n_nodes;
 out:
     ir_graph_free(g);
@@ -182,8 +172,11 @@ int main(int argc, char **argv) {
         else
             err_user[n_usr++] = fabs(err);
     }
-    if (n_fix) printf("median |error|, numeric fixtures:  %.1f%%\n", 100 * median(err_fix, n_fix));
-    if (n_str) printf("median |error|, structure models:  %.1f%%\n", 100 * median(err_str, n_str));
-    if (n_usr) printf("median |error|:                    %.1f%%\n", 100 * median(err_user, n_usr));
+    if (n_fix)
+        printf("median |error|, numeric fixtures:  %.1f%%\n", 100 * prof_median(err_fix, n_fix));
+    if (n_str)
+        printf("median |error|, structure models:  %.1f%%\n", 100 * prof_median(err_str, n_str));
+    if (n_usr)
+        printf("median |error|:                    %.1f%%\n", 100 * prof_median(err_user, n_usr));
     return 0;
 }

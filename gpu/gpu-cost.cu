@@ -308,6 +308,27 @@ bool dnn_dtype(ir_dtype t, cudnnDataType_t *dt, cudnnDataType_t *compute) {
     }
 }
 
+/* cuDNN's scaling factors 1 and 0 in the type its data type asks: double for double data,
+ * float otherwise. Static, so they outlive every launch that reads them. */
+const void *dnn_one(cudnnDataType_t dt) {
+    static const float one = 1.0f;
+    static const double one_d = 1.0;
+    return dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
+}
+const void *dnn_zero(cudnnDataType_t dt) {
+    static const float zero = 0.0f;
+    static const double zero_d = 0.0;
+    return dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+}
+
+/* dnn_dtype for the data of an `op` node, failing with IR_ERR_UNSUPPORTED where cuDNN has none. */
+ir_status dnn_types(const ir_value *x, const char *op, cudnnDataType_t *dt,
+                    cudnnDataType_t *compute, ir_diag *d, const ir_node *n) {
+    if (!dnn_dtype(x->dtype, dt, compute))
+        return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: %s on %s", op, ir_dtype_name(x->dtype));
+    return IR_OK;
+}
+
 /* Packed NCHW-style descriptor of `rank` dims (at least 4 for cuDNN: padded with 1s). */
 ir_status set_tensor(cudnnTensorDescriptor_t t, cudnnDataType_t dt, int rank, const int64_t *dims,
                      ir_diag *d, const ir_node *n) {
@@ -329,6 +350,36 @@ ir_status set_tensor(cudnnTensorDescriptor_t t, cudnnDataType_t dt, int rank, co
     }
     DNN(cudnnSetTensorNdDescriptor(t, dt, r, dd, st));
     return IR_OK;
+}
+
+/* Creates ds->t[slot] and sets it as set_tensor does. */
+ir_status new_tensor(dnn_descs *ds, int slot, cudnnDataType_t dt, int rank, const int64_t *dims,
+                     ir_diag *d, const ir_node *n) {
+    DNN(cudnnCreateTensorDescriptor(&ds->t[slot]));
+    return set_tensor(ds->t[slot], dt, rank, dims, d, n);
+}
+
+/* The first of the `got` algorithms cudnnFind*AlgorithmEx timed (fastest first) that succeeded
+ * within ws bytes of workspace: its index in *best, or IR_ERR_UNSUPPORTED naming the `pass` and
+ * `what` it was to run where none did. */
+template <class Perf>
+ir_status pick_algo(const Perf *perf, int got, size_t ws, const char *pass, const char *what,
+                    int *best, ir_diag *d, const ir_node *n) {
+    *best = -1;
+    for (int i = 0; i < got && *best < 0; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) *best = i;
+    if (*best < 0)
+        return nfail(d, IR_ERR_UNSUPPORTED, n,
+                     "cuda: no cuDNN %s algorithm runs this %s within %zu bytes of workspace", pass,
+                     what, ws);
+    return IR_OK;
+}
+
+/* cuDNN's output dims yd[0..rank) widened into y64; returns their bytes in dtype t. */
+int64_t widen_dims(const int *yd, int rank, ir_dtype t, int64_t *y64) {
+    int64_t bytes = (int64_t)ir_dtype_size(t);
+    for (int i = 0; i < rank; i++) y64[i] = yd[i], bytes *= yd[i];
+    return bytes;
 }
 
 /* Reads an ints attribute into out[0..cnt) (def where absent or short). */
@@ -438,34 +489,29 @@ ir_status setup_conv(dnn_descs *ds, const conv_dims *cd, cudnnDataType_t dt,
 ir_status setup_bias(dnn_descs *ds, int slot, cudnnDataType_t dt, int64_t M, int S, ir_diag *d,
                      const ir_node *n) {
     int64_t bd[IR_MAX_RANK] = {1, M, 1, 1, 1};
-    DNN(cudnnCreateTensorDescriptor(&ds->t[slot]));
-    return set_tensor(ds->t[slot], dt, S + 2, bd, d, n);
+    return new_tensor(ds, slot, dt, S + 2, bd, d, n);
 }
 
 ir_status time_conv(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_bufs *b, int runs,
                     double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     cudnnDataType_t dt, compute;
-    if (!dnn_dtype(x->dtype, &dt, &compute))
-        return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: Conv on %s", ir_dtype_name(x->dtype));
+    TRY(dnn_types(x, "Conv", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, ir_node_in(g, n, 1), ir_node_out(g, n, 0), false, &cd, d));
     dnn_descs ds;
     TRY(setup_conv(&ds, &cd, dt, compute, d, n));
-    DNN(cudnnCreateTensorDescriptor(&ds.t[0]));
-    TRY(set_tensor(ds.t[0], dt, cd.S + 2, cd.x, d, n));
+    TRY(new_tensor(&ds, 0, dt, cd.S + 2, cd.x, d, n));
     int yd[IR_MAX_RANK];
     DNN(cudnnGetConvolutionNdForwardOutputDim(ds.conv, ds.t[0], ds.w, cd.S + 2, yd));
     int64_t y64[IR_MAX_RANK];
-    int64_t ybytes = (int64_t)ir_dtype_size(x->dtype);
-    for (int i = 0; i < cd.S + 2; i++) y64[i] = yd[i], ybytes *= yd[i];
+    const int64_t ybytes = widen_dims(yd, cd.S + 2, x->dtype, y64);
     /* cuDNN's output may differ from the node's by a row where padding was asymmetric: never
      * write past the node's buffer */
     if ((size_t)ybytes > ir_value_bytes(ir_node_out(g, n, 0)))
         return nfail(d, IR_ERR_UNSUPPORTED, n,
                      "cuda: cuDNN's output geometry exceeds the node's output");
-    DNN(cudnnCreateTensorDescriptor(&ds.t[1]));
-    TRY(set_tensor(ds.t[1], dt, cd.S + 2, y64, d, n));
+    TRY(new_tensor(&ds, 1, dt, cd.S + 2, y64, d, n));
     bool bias = ir_node_in(g, n, 2) != nullptr;
     if (bias) TRY(setup_bias(&ds, 2, dt, yd[1], cd.S, d, n));
 
@@ -476,20 +522,11 @@ ir_status time_conv(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_
     DNN(cudnnFindConvolutionForwardAlgorithmEx(c->dnn, ds.t[0], b->in[0], ds.w, b->in[1], ds.conv,
                                                ds.t[1], b->out[0], CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                &got, perf, c->ws, ws));
-    int best = -1;
-    for (int i = 0; i < got && best < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) best = i;
-    if (best < 0)
-        return nfail(d, IR_ERR_UNSUPPORTED, n,
-                     "cuda: no cuDNN forward algorithm runs this convolution within %zu "
-                     "bytes of workspace",
-                     ws);
+    int best;
+    TRY(pick_algo(perf, got, ws, "forward", "convolution", &best, d, n));
     const cudnnConvolutionFwdAlgo_t algo = perf[best].algo;
     const size_t mem = perf[best].memory;
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {
@@ -506,9 +543,7 @@ ir_status time_conv_transpose(gpu_ctx *c, const ir_graph *g, const ir_node *n, c
                               int runs, double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     cudnnDataType_t dt, compute;
-    if (!dnn_dtype(x->dtype, &dt, &compute))
-        return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: ConvTranspose on %s",
-                     ir_dtype_name(x->dtype));
+    TRY(dnn_types(x, "ConvTranspose", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, ir_node_in(g, n, 1), ir_node_out(g, n, 0), true, &cd, d));
     /* the forward convolution maps the ConvTranspose's output (cd.x, M channels) to its input
@@ -523,10 +558,8 @@ ir_status time_conv_transpose(gpu_ctx *c, const ir_graph *g, const ir_node *n, c
                      "cuda: cuDNN's output geometry exceeds the node's output");
     dnn_descs ds;
     TRY(setup_conv(&ds, &cd, dt, compute, d, n));
-    DNN(cudnnCreateTensorDescriptor(&ds.t[0]));
-    TRY(set_tensor(ds.t[0], dt, cd.S + 2, dy, d, n));
-    DNN(cudnnCreateTensorDescriptor(&ds.t[1]));
-    TRY(set_tensor(ds.t[1], dt, cd.S + 2, cd.x, d, n));
+    TRY(new_tensor(&ds, 0, dt, cd.S + 2, dy, d, n));
+    TRY(new_tensor(&ds, 1, dt, cd.S + 2, cd.x, d, n));
     bool bias = ir_node_in(g, n, 2) != nullptr;
     if (bias) TRY(setup_bias(&ds, 2, dt, cd.x[1], cd.S, d, n));
 
@@ -537,20 +570,11 @@ ir_status time_conv_transpose(gpu_ctx *c, const ir_graph *g, const ir_node *n, c
     DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
         c->dnn, ds.w, b->in[1], ds.t[0], b->in[0], ds.conv, ds.t[1], b->out[0],
         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf, c->ws, ws));
-    int best = -1;
-    for (int i = 0; i < got && best < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) best = i;
-    if (best < 0)
-        return nfail(d, IR_ERR_UNSUPPORTED, n,
-                     "cuda: no cuDNN backward-data algorithm runs this transposed "
-                     "convolution within %zu bytes of workspace",
-                     ws);
+    int best;
+    TRY(pick_algo(perf, got, ws, "backward-data", "transposed convolution", &best, d, n));
     const cudnnConvolutionBwdDataAlgo_t algo = perf[best].algo;
     const size_t mem = perf[best].memory;
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {
@@ -568,23 +592,19 @@ ir_status time_conv_grad_weight(gpu_ctx *c, const ir_graph *g, const ir_node *n,
                                 int runs, double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *dy = ir_node_in(g, n, 1), *dw = ir_node_out(g, n, 0);
     cudnnDataType_t dt, compute;
-    if (!dnn_dtype(x->dtype, &dt, &compute))
-        return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: ConvGradWeight on %s",
-                     ir_dtype_name(x->dtype));
+    TRY(dnn_types(x, "ConvGradWeight", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, dw, dy, false, &cd, d));
     dnn_descs ds;
     TRY(setup_conv(&ds, &cd, dt, compute, d, n));
-    DNN(cudnnCreateTensorDescriptor(&ds.t[0]));
-    TRY(set_tensor(ds.t[0], dt, cd.S + 2, cd.x, d, n));
+    TRY(new_tensor(&ds, 0, dt, cd.S + 2, cd.x, d, n));
     int yd[IR_MAX_RANK];
     DNN(cudnnGetConvolutionNdForwardOutputDim(ds.conv, ds.t[0], ds.w, cd.S + 2, yd));
-    int64_t y64[IR_MAX_RANK], ybytes = (int64_t)ir_dtype_size(x->dtype);
-    for (int i = 0; i < cd.S + 2; i++) y64[i] = yd[i], ybytes *= yd[i];
+    int64_t y64[IR_MAX_RANK];
+    const int64_t ybytes = widen_dims(yd, cd.S + 2, x->dtype, y64);
     if ((size_t)ybytes > ir_value_bytes(dy)) /* dY is read: never past its buffer */
         return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: cuDNN's geometry exceeds dY");
-    DNN(cudnnCreateTensorDescriptor(&ds.t[1]));
-    TRY(set_tensor(ds.t[1], dt, cd.S + 2, y64, d, n));
+    TRY(new_tensor(&ds, 1, dt, cd.S + 2, y64, d, n));
 
     size_t ws;
     get_workspace(c, kWorkspaceCap, &ws);
@@ -593,20 +613,11 @@ ir_status time_conv_grad_weight(gpu_ctx *c, const ir_graph *g, const ir_node *n,
     DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         c->dnn, ds.t[0], b->in[0], ds.t[1], b->in[1], ds.conv, ds.w, b->out[0],
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf, c->ws, ws));
-    int best = -1;
-    for (int i = 0; i < got && best < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) best = i;
-    if (best < 0)
-        return nfail(d, IR_ERR_UNSUPPORTED, n,
-                     "cuda: no cuDNN backward-filter algorithm runs this weight gradient within "
-                     "%zu bytes of workspace",
-                     ws);
+    int best;
+    TRY(pick_algo(perf, got, ws, "backward-filter", "weight gradient", &best, d, n));
     const cudnnConvolutionBwdFilterAlgo_t algo = perf[best].algo;
     const size_t mem = perf[best].memory;
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {
@@ -731,8 +742,7 @@ ir_status time_pool(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_
                     double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     cudnnDataType_t dt, compute;
-    if (!dnn_dtype(x->dtype, &dt, &compute))
-        return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: pooling on %s", ir_dtype_name(x->dtype));
+    TRY(dnn_types(x, "pooling", &dt, &compute, d, n));
     const int S0 = x->shape.rank - 2;
     if (S0 < 1 || S0 > 3)
         return nfail(d, IR_ERR_UNSUPPORTED, n, "cuda: pooling of rank %d", x->shape.rank);
@@ -771,26 +781,21 @@ ir_status time_pool(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_
     dnn_descs ds;
     DNN(cudnnCreatePoolingDescriptor(&ds.pool));
     DNN(cudnnSetPoolingNdDescriptor(ds.pool, mode, CUDNN_NOT_PROPAGATE_NAN, S, win, pad, str));
-    DNN(cudnnCreateTensorDescriptor(&ds.t[0]));
-    TRY(set_tensor(ds.t[0], dt, S + 2, xd, d, n));
+    TRY(new_tensor(&ds, 0, dt, S + 2, xd, d, n));
     int yd[IR_MAX_RANK];
     DNN(cudnnGetPoolingNdForwardOutputDim(ds.pool, ds.t[0], S + 2, yd));
-    int64_t y64[IR_MAX_RANK], ybytes = (int64_t)ir_dtype_size(x->dtype);
-    for (int i = 0; i < S + 2; i++) y64[i] = yd[i], ybytes *= yd[i];
+    int64_t y64[IR_MAX_RANK];
+    const int64_t ybytes = widen_dims(yd, S + 2, x->dtype, y64);
     if ((size_t)ybytes > ir_value_bytes(ir_node_out(g, n, 0)))
         return nfail(d, IR_ERR_UNSUPPORTED, n,
                      "cuda: cuDNN's pooling geometry exceeds the node's output");
-    DNN(cudnnCreateTensorDescriptor(&ds.t[1]));
-    TRY(set_tensor(ds.t[1], dt, S + 2, y64, d, n));
+    TRY(new_tensor(&ds, 1, dt, S + 2, y64, d, n));
     /* MaxPool's optional Indices: cuDNN keeps none, so their bytes are written separately */
     const ir_value *idx = ir_node_out(g, n, 1);
     gpu_ew_args ia;
     memset(&ia, 0, sizeof ia);
     if (idx) ew_write_only(&ia, idx, b->out[1]);
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {
@@ -832,8 +837,7 @@ ir_status bn_setup(gpu_ctx *c, const ir_node *n, const ir_value *x, dnn_descs *d
         xd[2] = prod_range(&x->shape, 2, r);
     }
     const int64_t C = xd[1];
-    DNN(cudnnCreateTensorDescriptor(&ds->t[0]));
-    TRY(set_tensor(ds->t[0], *dt, rank, xd, d, n));
+    TRY(new_tensor(ds, 0, *dt, rank, xd, d, n));
     DNN(cudnnCreateTensorDescriptor(&ds->t[1]));
     DNN(cudnnDeriveBNTensorDescriptor(ds->t[1], ds->t[0], CUDNN_BATCHNORM_SPATIAL));
     const size_t pes = *dt == CUDNN_DATA_DOUBLE ? 8 : 4, pbytes = align_up((size_t)C * pes);
@@ -860,10 +864,7 @@ ir_status time_batchnorm(gpu_ctx *c, const ir_graph *g, const ir_node *n, const 
     const bool train = bn_training(n);
     const double eps = bn_eps(n), mom = ir_attr_float(n, "momentum", 0.9f);
     const bool save = n->n_out > 3 && n->out[3] >= 0;
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {
@@ -897,10 +898,7 @@ ir_status time_batchnorm_grad(gpu_ctx *c, const ir_graph *g, const ir_node *n, c
     void *p[6];
     TRY(bn_setup(c, n, x, &ds, &dt, p, d));
     const double eps = bn_eps(n);
-    const float one = 1.0f, zero = 0.0f;
-    const double one_d = 1.0, zero_d = 0.0;
-    const void *alpha = dt == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one;
-    const void *beta0 = dt == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero;
+    const void *alpha = dnn_one(dt), *beta0 = dnn_zero(dt);
     return time_launches(
         c, n, runs,
         [&]() -> ir_status {

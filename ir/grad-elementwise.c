@@ -91,13 +91,8 @@ static ir_status minmax_grad(ir_grad_ctx *c) {
     return ir_grad_status(c);
 }
 
-ir_status ir_grad_Min(ir_grad_ctx *c) {
-    return minmax_grad(c);
-}
-
-ir_status ir_grad_Max(ir_grad_ctx *c) {
-    return minmax_grad(c);
-}
+IR_GRAD_VIA(Min, minmax_grad)
+IR_GRAD_VIA(Max, minmax_grad)
 
 ir_status ir_grad_Mod(ir_grad_ctx *c) {
     if (ir_grad_needs(c, 1))
@@ -182,15 +177,9 @@ ir_status ir_grad_Identity(ir_grad_ctx *c) {
 static ir_status zero_grad(ir_grad_ctx *c) {
     return IR_OK;
 }
-ir_status ir_grad_Floor(ir_grad_ctx *c) {
-    return zero_grad(c);
-}
-ir_status ir_grad_Ceil(ir_grad_ctx *c) {
-    return zero_grad(c);
-}
-ir_status ir_grad_Sign(ir_grad_ctx *c) {
-    return zero_grad(c);
-}
+IR_GRAD_VIA(Floor, zero_grad)
+IR_GRAD_VIA(Ceil, zero_grad)
+IR_GRAD_VIA(Sign, zero_grad)
 
 /* ---------------------------------------------------------------- Dropout, Cast */
 
@@ -226,10 +215,5 @@ static ir_status cast_grad(ir_grad_ctx *c) {
     return ir_grad_accumulate(c, 0, dy);
 }
 
-ir_status ir_grad_Cast(ir_grad_ctx *c) {
-    return cast_grad(c);
-}
-
-ir_status ir_grad_CastLike(ir_grad_ctx *c) {
-    return cast_grad(c);
-}
+IR_GRAD_VIA(Cast, cast_grad)
+IR_GRAD_VIA(CastLike, cast_grad)

@@ -16,18 +16,10 @@ static ir_status reshape_back(ir_grad_ctx *c) {
     return ir_grad_accumulate(c, 0, ir_grad_reshape(c, ir_grad_gout(c, 0), &s));
 }
 
-ir_status ir_grad_Reshape(ir_grad_ctx *c) {
-    return reshape_back(c);
-}
-ir_status ir_grad_Flatten(ir_grad_ctx *c) {
-    return reshape_back(c);
-}
-ir_status ir_grad_Squeeze(ir_grad_ctx *c) {
-    return reshape_back(c);
-}
-ir_status ir_grad_Unsqueeze(ir_grad_ctx *c) {
-    return reshape_back(c);
-}
+IR_GRAD_VIA(Reshape, reshape_back)
+IR_GRAD_VIA(Flatten, reshape_back)
+IR_GRAD_VIA(Squeeze, reshape_back)
+IR_GRAD_VIA(Unsqueeze, reshape_back)
 
 ir_status ir_grad_Expand(ir_grad_ctx *c) {
     return ir_grad_accumulate(c, 0, ir_grad_gout(c, 0)); /* accumulate sums the broadcast */

@@ -140,6 +140,11 @@ ir_status ir_grad_accumulate(ir_grad_ctx *c, int i, int grad);
     X(CumSum)
 /* clang-format on */
 #define IR_GRAD_DECLARE(op) ir_status ir_grad_##op(ir_grad_ctx *c);
+/* Defines ir_grad_<op> as fn(c), for ops whose gradients one builder makes. */
+#define IR_GRAD_VIA(op, fn)                                                                        \
+    ir_status ir_grad_##op(ir_grad_ctx *c) {                                                       \
+        return fn(c);                                                                              \
+    }
 IR_GRAD_BUILDERS_AD(IR_GRAD_DECLARE)
 IR_GRAD_BUILDERS_ADK(IR_GRAD_DECLARE)
 

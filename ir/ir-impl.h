@@ -176,6 +176,17 @@ static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, in
     *hi = h;
 }
 
+/* Element i of a float32/float64 buffer of dtype t as double, and back. */
+#define IR_LD_F(t, p, i)                                                                           \
+    ((t) == IR_F32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
+#define IR_ST_F(t, p, i, v)                                                                        \
+    do {                                                                                           \
+        if ((t) == IR_F32)                                                                         \
+            ((float *)(p))[i] = (float)(v);                                                        \
+        else                                                                                       \
+            ((double *)(p))[i] = (v);                                                              \
+    } while (0)
+
 /* Pooling geometry (ops-pool.c), padded to 3 spatial dims like ir_conv_geom. */
 typedef struct ir_pool_geom {
     int S;
@@ -198,6 +209,32 @@ static inline void ir_pool_taps(int64_t start, int64_t k, int64_t d, int64_t in,
     if (h > k) h = k;
     *kl = l;
     *kh = h > l ? h : l;
+}
+/* Window start st[i] of output position o along spatial dim i, and its taps [kl[i], kh[i]). */
+static inline void ir_pool_window_dim(const ir_pool_geom *pg, int i, int64_t o, int64_t *st,
+                                      int64_t *kl, int64_t *kh) {
+    st[i] = o * pg->s[i] - pg->pb[i];
+    ir_pool_taps(st[i], pg->k[i], pg->d[i], pg->in[i], &kl[i], &kh[i]);
+}
+/* MaxPool's rule: the index in plane xp of the window's first strictly greater value, scanned in
+ * row-major order (-1 for a window with no taps). */
+static inline int64_t ir_pool_argmax(const ir_pool_geom *pg, const float *xp, const int64_t *st,
+                                     const int64_t *kl, const int64_t *kh) {
+    const int64_t *in = pg->in, *dl = pg->d;
+    float best = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t a = kl[0]; a < kh[0]; a++)
+        for (int64_t b = kl[1]; b < kh[1]; b++) {
+            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
+            for (int64_t c = kl[2]; c < kh[2]; c++) {
+                int64_t at = row + st[2] + c * dl[2];
+                if (xp[at] > best || bi < 0) {
+                    best = xp[at];
+                    bi = at;
+                }
+            }
+        }
+    return bi;
 }
 /* AveragePool's divisor for the window starting at st with taps [kl, kh) (dilation 1): the
  * window clipped to the padded input with count_include_pad, else the real elements. */

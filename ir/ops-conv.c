@@ -339,30 +339,55 @@ static void conv_depthwise(const float *x, const float *w, const float *b, float
     }
 }
 
-static ir_status conv_kernel(const ir_kernel_ctx *k) {
+/* A Conv or ConvTranspose kernel's geometry and float32 operands (X, W, the optional bias B, Y
+ * and the workspace), with the per-group channels Cg and Mg, the taps K and the plane sizes. */
+typedef struct conv_io {
     ir_conv_geom cg;
-    ir_status st = ir_conv_parse(k->graph, k->node, false, &cg, k->diag);
+    const float *x, *w, *b;
+    float *y, *col;
+    int64_t Cg, Mg, K, IS, OS;
+} conv_io;
+
+static ir_status conv_io_init(const ir_kernel_ctx *k, bool transpose, conv_io *a) {
+    ir_status st = ir_conv_parse(k->graph, k->node, transpose, &a->cg, k->diag);
     if (st || (st = ir_check_f32(k))) return st;
-    const float *x = k->in[0].data, *w = k->in[1].data;
-    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
-    float *y = k->out[0].data, *col = k->workspace;
-    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
-    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
-    enum conv_path path = conv_path(&cg);
+    const ir_conv_geom *cg = &a->cg;
+    a->x = k->in[0].data;
+    a->w = k->in[1].data;
+    a->b = k->n_in > 2 ? k->in[2].data : NULL;
+    a->y = k->out[0].data;
+    a->col = k->workspace;
+    a->Cg = cg->C / cg->group;
+    a->Mg = cg->M / cg->group;
+    a->K = ir_prod3(cg->k);
+    a->IS = ir_prod3(cg->in);
+    a->OS = ir_prod3(cg->out);
+    return IR_OK;
+}
+
+static ir_status conv_kernel(const ir_kernel_ctx *k) {
+    conv_io a;
+    ir_status st = conv_io_init(k, false, &a);
+    if (st) return st;
+    const ir_conv_geom *cg = &a.cg;
+    enum conv_path path = conv_path(cg);
     if (path == PATH_DEPTHWISE) {
-        conv_depthwise(x, w, b, y, &cg);
+        conv_depthwise(a.x, a.w, a.b, a.y, cg);
         return IR_OK;
     }
-    IR_ASSERT(path != PATH_IM2COL || k->workspace_bytes >= (size_t)(Cg * K * OS) * sizeof(float));
-    for (int64_t bn = 0; bn < cg.N; bn++)
-        for (int64_t gi = 0; gi < cg.group; gi++) {
-            const float *xg = x + (bn * cg.C + gi * Cg) * IS, *wg = w + gi * Mg * Cg * K;
-            float *yg = y + (bn * cg.M + gi * Mg) * OS;
-            if (path == PATH_IM2COL) ir_conv_im2col(xg, col, &cg, Cg);
-            if (b) fill_rows(yg, b + gi * Mg, Mg, OS);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Mg, (int)OS, (int)(Cg * K),
-                        1.0f, wg, (int)(Cg * K), path == PATH_IM2COL ? col : xg, (int)OS,
-                        b ? 1.0f : 0.0f, yg, (int)OS);
+    IR_ASSERT(path != PATH_IM2COL ||
+              k->workspace_bytes >= (size_t)(a.Cg * a.K * a.OS) * sizeof(float));
+    for (int64_t bn = 0; bn < cg->N; bn++)
+        for (int64_t gi = 0; gi < cg->group; gi++) {
+            const float *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
+                        *wg = a.w + gi * a.Mg * a.Cg * a.K;
+            float *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
+            if (path == PATH_IM2COL) ir_conv_im2col(xg, a.col, cg, a.Cg);
+            if (a.b) fill_rows(yg, a.b + gi * a.Mg, a.Mg, a.OS);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a.Mg, (int)a.OS,
+                        (int)(a.Cg * a.K), 1.0f, wg, (int)(a.Cg * a.K),
+                        path == PATH_IM2COL ? a.col : xg, (int)a.OS, a.b ? 1.0f : 0.0f, yg,
+                        (int)a.OS);
         }
     return IR_OK;
 }
@@ -395,24 +420,22 @@ static void col2im(const float *col, float *y, const ir_conv_geom *cg, int64_t M
 }
 
 static ir_status convt_kernel(const ir_kernel_ctx *k) {
-    ir_conv_geom cg;
-    ir_status st = ir_conv_parse(k->graph, k->node, true, &cg, k->diag);
-    if (st || (st = ir_check_f32(k))) return st;
-    const float *x = k->in[0].data, *w = k->in[1].data;
-    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
-    float *y = k->out[0].data, *col = k->workspace;
-    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
-    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
-    IR_ASSERT(k->workspace_bytes >= (size_t)(Mg * K * IS) * sizeof(float));
-    for (int64_t bn = 0; bn < cg.N; bn++)
-        for (int64_t gi = 0; gi < cg.group; gi++) {
-            const float *xg = x + (bn * cg.C + gi * Cg) * IS, *wg = w + gi * Cg * Mg * K;
-            float *yg = y + (bn * cg.M + gi * Mg) * OS;
+    conv_io a;
+    ir_status st = conv_io_init(k, true, &a);
+    if (st) return st;
+    const ir_conv_geom *cg = &a.cg;
+    IR_ASSERT(k->workspace_bytes >= (size_t)(a.Mg * a.K * a.IS) * sizeof(float));
+    for (int64_t bn = 0; bn < cg->N; bn++)
+        for (int64_t gi = 0; gi < cg->group; gi++) {
+            const float *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
+                        *wg = a.w + gi * a.Cg * a.Mg * a.K;
+            float *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
             /* W_g is [Cg, Mg*K]: col = W_g^T X_g is [Mg*K, IS] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(Mg * K), (int)IS, (int)Cg,
-                        1.0f, wg, (int)(Mg * K), xg, (int)IS, 0.0f, col, (int)IS);
-            fill_rows(yg, b ? b + gi * Mg : NULL, Mg, OS);
-            col2im(col, yg, &cg, Mg);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(a.Mg * a.K), (int)a.IS,
+                        (int)a.Cg, 1.0f, wg, (int)(a.Mg * a.K), xg, (int)a.IS, 0.0f, a.col,
+                        (int)a.IS);
+            fill_rows(yg, a.b ? a.b + gi * a.Mg : NULL, a.Mg, a.OS);
+            col2im(a.col, yg, cg, a.Mg);
         }
     return IR_OK;
 }

@@ -118,6 +118,33 @@ static double chan_flops(const ir_graph *g, const ir_node *n) {
     return 8.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
+/* The operands of BatchNormGrad and InstanceNormGrad (dY, X, scale, ... -> dX[, dScale[, dBias]]),
+ * float32 only: N x C planes of IS elements each. */
+typedef struct ng_io {
+    int64_t N, C, numel, IS;
+    const float *dy, *x, *scale;
+    float *dx, *dscale, *dbias; /* dscale and dbias NULL where the node has no such output */
+    double eps;
+} ng_io;
+
+static ir_status ng_io_init(const ir_kernel_ctx *k, ng_io *a) {
+    ir_status st = ir_check_f32(k);
+    if (st) return st;
+    const ir_shape *xs = &k->in[1].shape;
+    a->N = xs->dims[0];
+    a->C = xs->dims[1];
+    a->numel = ir_tensor_numel(&k->in[1]);
+    a->IS = a->N * a->C > 0 ? a->numel / (a->N * a->C) : 0;
+    a->dy = k->in[0].data;
+    a->x = k->in[1].data;
+    a->scale = k->in[2].data;
+    a->dx = k->out[0].data;
+    a->dscale = k->n_out > 1 ? k->out[1].data : NULL;
+    a->dbias = k->n_out > 2 ? k->out[2].data : NULL;
+    a->eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    return IR_OK;
+}
+
 /* ---------------------------------------------------------------- BatchNormGrad */
 
 static ir_status bng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -130,20 +157,17 @@ static ir_status bng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 static ir_status bng_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
+    ng_io a;
+    ir_status st = ng_io_init(k, &a);
     if (st) return st;
-    const ir_shape *xs = &k->in[1].shape;
-    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[1]);
-    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
-    const float *dy = k->in[0].data, *x = k->in[1].data, *scale = k->in[2].data;
+    const int64_t N = a.N, C = a.C, IS = a.IS;
+    const float *dy = a.dy, *x = a.x, *scale = a.scale;
     const bool train = ir_attr_int(k->node, "training_mode", 0) != 0;
     const float *rm = train ? NULL : k->in[3].data, *rv = train ? NULL : k->in[4].data;
-    float *dx = k->out[0].data;
-    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
-    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
-    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    float *dx = a.dx, *dscale = a.dscale, *dbias = a.dbias;
+    const double eps = a.eps;
     const ng q = {.np = N, .pstride = C * IS, .IS = IS};
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    IR_PARALLEL_FOR(a.numel >= IR_PAR_MIN)
     for (int64_t c = 0; c < C; c++) {
         const float *xc = x + c * IS, *gc = dy + c * IS;
         double sdy, sdyx;
@@ -167,18 +191,15 @@ static ir_status ing_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 static ir_status ing_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
+    ng_io a;
+    ir_status st = ng_io_init(k, &a);
     if (st) return st;
-    const ir_shape *xs = &k->in[1].shape;
-    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[1]);
-    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
-    const float *dy = k->in[0].data, *x = k->in[1].data, *scale = k->in[2].data;
-    float *dx = k->out[0].data;
-    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
-    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
-    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
+    const int64_t N = a.N, C = a.C, IS = a.IS;
+    const float *dy = a.dy, *x = a.x, *scale = a.scale;
+    float *dx = a.dx, *dscale = a.dscale, *dbias = a.dbias;
+    const double eps = a.eps;
     const ng q = {.np = 1, .pstride = IS, .IS = IS};
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
+    IR_PARALLEL_FOR(a.numel >= IR_PAR_MIN)
     for (int64_t c = 0; c < C; c++) {
         double as = 0, ab = 0;
         for (int64_t bn = 0; bn < N; bn++) {

@@ -67,15 +67,6 @@ static size_t rg_workspace(const ir_graph *g, const ir_node *n) {
     return 2 * sizeof(double) * (size_t)ir_shape_numel(&ir_node_in(g, n, 2)->shape);
 }
 
-#define LD(t, p, i) ((t) == IR_F32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
-#define ST(t, p, i, v)                                                                             \
-    do {                                                                                           \
-        if ((t) == IR_F32)                                                                         \
-            ((float *)(p))[i] = (float)(v);                                                        \
-        else                                                                                       \
-            ((double *)(p))[i] = (v);                                                              \
-    } while (0)
-
 /* Walks X in memory order keeping o, the offset of the output that element i reduces into. */
 typedef struct rg_walk {
     int rank;
@@ -125,20 +116,21 @@ static ir_status rg_kernel(const ir_kernel_ctx *k) {
         }
         walk_init(&w, &x->shape, mask);
         for (int64_t i = 0; i < nx; i++, walk_next(&w)) {
-            double v = LD(t, x->data, i);
+            double v = IR_LD_F(t, x->data, i);
             if (mode == RG_PROD) {
                 if (v == 0)
                     cnt[w.o] += 1;
                 else
                     prod[w.o] *= v;
-            } else if (v == LD(t, y->data, w.o)) {
+            } else if (v == IR_LD_F(t, y->data, w.o)) {
                 cnt[w.o] += 1;
             }
         }
     }
     walk_init(&w, &x->shape, mask);
     for (int64_t i = 0; i < nx; i++, walk_next(&w)) {
-        const double v = LD(t, x->data, i), yo = LD(t, y->data, w.o), g = LD(t, dy->data, w.o);
+        const double v = IR_LD_F(t, x->data, i), yo = IR_LD_F(t, y->data, w.o),
+                     g = IR_LD_F(t, dy->data, w.o);
         double r = 0;
         switch (mode) {
         case RG_MAX:
@@ -152,7 +144,7 @@ static ir_status rg_kernel(const ir_kernel_ctx *k) {
             break;
         default: break;
         }
-        ST(t, dx, i, r);
+        IR_ST_F(t, dx, i, r);
     }
     return IR_OK;
 }

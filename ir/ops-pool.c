@@ -136,46 +136,36 @@ static double pool_flops(const ir_graph *g, const ir_node *n) {
 /* Runs the max or average window of every output position of plane p. */
 static void pool_plane(const ir_pool_geom *pg, const float *x, float *y, int64_t *idx, int64_t p,
                        bool is_max, bool count_pad) {
-    const int64_t *in = pg->in, *out = pg->out, *k = pg->k, *s = pg->s, *dl = pg->d, *pb = pg->pb;
+    const int64_t *in = pg->in, *out = pg->out, *dl = pg->d;
     const int64_t IS = ir_prod3(in), OS = ir_prod3(out);
     const float *xp = x + p * IS;
     float *yp = y + p * OS;
     int64_t *ip = idx ? idx + p * OS : NULL;
     int64_t st[3], kl[3], kh[3];
     for (int64_t od = 0; od < out[0]; od++) {
-        st[0] = od * s[0] - pb[0];
-        ir_pool_taps(st[0], k[0], dl[0], in[0], &kl[0], &kh[0]);
+        ir_pool_window_dim(pg, 0, od, st, kl, kh);
         for (int64_t oh = 0; oh < out[1]; oh++) {
-            st[1] = oh * s[1] - pb[1];
-            ir_pool_taps(st[1], k[1], dl[1], in[1], &kl[1], &kh[1]);
+            ir_pool_window_dim(pg, 1, oh, st, kl, kh);
             for (int64_t ow = 0; ow < out[2]; ow++) {
-                st[2] = ow * s[2] - pb[2];
-                ir_pool_taps(st[2], k[2], dl[2], in[2], &kl[2], &kh[2]);
+                ir_pool_window_dim(pg, 2, ow, st, kl, kh);
                 int64_t o = (od * out[1] + oh) * out[2] + ow;
-                if (is_max) {
+                if (is_max && ip) {
+                    int64_t bi = ir_pool_argmax(pg, xp, st, kl, kh);
+                    yp[o] = bi >= 0 ? xp[bi] : -INFINITY;
+                    ip[o] = p * IS + bi;
+                } else if (is_max) {
                     float best = -INFINITY;
-                    int64_t bi = -1;
                     for (int64_t a = kl[0]; a < kh[0]; a++)
                         for (int64_t b = kl[1]; b < kh[1]; b++) {
                             int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
                             const float *xr = xp + row + st[2];
-                            if (!ip) { /* branch-free max: data-dependent branches mispredict */
-                                for (int64_t c = kl[2]; c < kh[2]; c++) {
-                                    float v = xr[c * dl[2]];
-                                    best = v > best ? v : best;
-                                }
-                                continue;
-                            }
+                            /* branch-free max: data-dependent branches mispredict */
                             for (int64_t c = kl[2]; c < kh[2]; c++) {
-                                int64_t at = row + st[2] + c * dl[2];
-                                if (xp[at] > best || bi < 0) {
-                                    best = xp[at];
-                                    bi = at;
-                                }
+                                float v = xr[c * dl[2]];
+                                best = v > best ? v : best;
                             }
                         }
                     yp[o] = best;
-                    if (ip) ip[o] = p * IS + bi;
                 } else {
                     double sum = 0;
                     for (int64_t a = kl[0]; a < kh[0]; a++)

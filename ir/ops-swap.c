@@ -34,26 +34,19 @@ static ir_status swap_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-const ir_op_def ir_opdef_Store = {
-    .name = "Store",
-    .domain = "magpie",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = IR_OPF_HOST_OUTPUT,
-    .infer = swap_infer,
-    .kernel = swap_kernel,
-};
+/* Store and Load differ only in where their output lives. */
+#define SWAP_OP_DEF(NAME, FLAGS)                                                                   \
+    const ir_op_def ir_opdef_##NAME = {                                                            \
+        .name = #NAME,                                                                             \
+        .domain = "magpie",                                                                        \
+        .min_in = 1,                                                                               \
+        .max_in = 1,                                                                               \
+        .min_out = 1,                                                                              \
+        .max_out = 1,                                                                              \
+        .flags = (FLAGS),                                                                          \
+        .infer = swap_infer,                                                                       \
+        .kernel = swap_kernel,                                                                     \
+    }
 
-const ir_op_def ir_opdef_Load = {
-    .name = "Load",
-    .domain = "magpie",
-    .min_in = 1,
-    .max_in = 1,
-    .min_out = 1,
-    .max_out = 1,
-    .flags = 0,
-    .infer = swap_infer,
-    .kernel = swap_kernel,
-};
+SWAP_OP_DEF(Store, IR_OPF_HOST_OUTPUT);
+SWAP_OP_DEF(Load, 0);

@@ -41,7 +41,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n) {
+double prof_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -205,7 +205,7 @@ static ir_status cpu_time_node(void *ctx, const ir_graph *g, const ir_node *n, i
         samples[r] = (now_s() - t0) / reps;
         if (st != IR_OK) goto fail;
     }
-    *seconds = median(samples, runs);
+    *seconds = prof_median(samples, runs);
     free(samples);
     bufs_free(&b);
     return IR_OK;
@@ -255,7 +255,7 @@ static ir_status cpu_step_overhead(void *ctx, int runs, double *seconds, ir_diag
         if (r >= 0) samples[r] = res.wall_seconds / OVERHEAD_CHAIN;
         rt_result_free(&res);
     }
-    *seconds = median(samples, runs);
+    *seconds = prof_median(samples, runs);
 out:
     ir_graph_free(g);
     free(samples);
@@ -282,7 +282,7 @@ static ir_status cpu_time_transfer(void *ctx, size_t bytes, int runs, double *se
         a[r & 63] ^= b[(r + 1) & 63]; /* keeps the copy observable */
         if (r >= 0) samples[r] = t;
     }
-    *seconds = median(samples, runs);
+    *seconds = prof_median(samples, runs);
 out:
     free(a);
     free(b);

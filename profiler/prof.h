@@ -148,6 +148,8 @@ typedef struct prof_backend {
 const prof_backend *prof_cuda_backend(void);
 /* The CPU back-end (prof-cpu.c). */
 const prof_backend *prof_cpu_backend(void);
+/* Sorts v[0..n) (n >= 1) and returns its median: the mean of the middle two for even n. */
+double prof_median(double *v, int n);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,27 @@ static ir_status check_order(exec *x, const int *order, int n) {
                                     s, g->values[v].name, g->nodes[p].name, x->pos[p]);
         }
     }
+    /* An in-place update must follow every other reader of the resident it overwrites (they
+     * need the old value). x->last serves as scratch: resident -> step overwriting it. */
+    for (int v = 0; v < g->n_values; v++) x->last[v] = -1;
+    for (int s = 0; s < n; s++) {
+        const ir_node *nd = &g->nodes[order[s]];
+        for (int i = 0; i < nd->n_out; i++) {
+            int over = nd->out[i] >= 0 ? ir_value_inplace_of(g, nd->out[i]) : -1;
+            if (over >= 0) x->last[over] = s;
+        }
+    }
+    for (int s = 0; s < n; s++) {
+        const ir_node *nd = &g->nodes[order[s]];
+        for (int i = 0; i < nd->n_in; i++) {
+            int v = nd->in[i], w = v >= 0 ? x->last[v] : -1;
+            if (w >= 0 && w < s)
+                return ir_node_fail(x->d, IR_ERR_INVALID, nd,
+                                    "order is not valid: step %d reads '%s', which node '%s' "
+                                    "overwrites in place at step %d",
+                                    s, g->values[v].name, g->nodes[order[w]].name, w);
+        }
+    }
     return IR_OK;
 }
 

@@ -54,14 +54,7 @@ static inline int gc_const(ir_graph *g, const char *name, ir_dtype t, ir_shape s
 
 static inline int gc_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
                           int n_out, int *out, int n_attrs, const ir_attr *attrs) {
-    for (int i = 0; i < n_out; i++) {
-        char nm[64];
-        snprintf(nm, sizeof nm, "%s.%d", name, i);
-        out[i] = ir_graph_add_value(g, nm, IR_F32, NULL);
-    }
-    int ni = ir_graph_add_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
-    ir_diag d = {{0}};
-    if (ir_node_infer(g, &g->nodes[ni], &d) != IR_OK) fail_msg("infer %s: %s", name, d.msg);
+    tu_add_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
     return out[0];
 }
 

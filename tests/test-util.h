@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "schedule.h"
 
 /* An input of a one-op test graph. constant=true makes it a graph constant (its data is
  * visible to shape inference, as Reshape's shape must be); otherwise a graph input. data may be
@@ -179,6 +180,50 @@ static inline void tu_fill(float *x, int64_t n, uint64_t seed) {
         x[i] = (float)((double)(ir_mix64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i) >> 11) /
                            (double)(1ULL << 53) * 2.0 -
                        1.0);
+}
+
+/* Adds node `op` over in[0..n_in) with outputs out[0..n_out) and infers them, failing the test
+ * where inference fails; returns the node's index. */
+static inline int tu_infer_node(ir_graph *g, ir_op_kind op, const char *name, int n_in,
+                                const int *in, int n_out, int *out, int n_attrs,
+                                const ir_attr *attrs) {
+    int ni = ir_graph_add_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
+    ir_diag d = {{0}};
+    if (ir_node_infer(g, &g->nodes[ni], &d) != IR_OK) fail_msg("infer %s: %s", name, d.msg);
+    return ni;
+}
+
+/* tu_infer_node with n_out fresh float32 outputs named NAME.0, NAME.1, ... (their ids in out). */
+static inline int tu_add_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
+                              int n_out, int *out, int n_attrs, const ir_attr *attrs) {
+    for (int i = 0; i < n_out; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s.%d", name, i);
+        out[i] = ir_graph_add_value(g, nm, IR_F32, NULL);
+    }
+    return tu_infer_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
+}
+
+/* tu_infer_node with one fresh float32 output named NAME.out, its id in *out (unless NULL).
+ * *out may alias an input. */
+static inline int tu_add_node1(ir_graph *g, ir_op_kind op, const char *name, int n_in,
+                               const int *in, int n_attrs, const ir_attr *attrs, int *out) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.out", name);
+    int v = ir_graph_add_value(g, nm, IR_F32, NULL);
+    int ni = tu_infer_node(g, op, name, n_in, in, 1, &v, n_attrs, attrs);
+    if (out) *out = v; /* only now: out may alias in */
+    return ni;
+}
+
+/* The peak memory of g run in `order`, failing the test where it cannot be computed. */
+static inline size_t tu_peak(const ir_graph *g, const int *order) {
+    sched_memory m;
+    ir_diag d = {{0}};
+    if (sched_memory_compute(g, order, &m, &d) != IR_OK) fail_msg("memory: %s", d.msg);
+    size_t p = m.peak_bytes;
+    sched_memory_free(&m);
+    return p;
 }
 
 /* Path of a file under the source tree (tests run with MAGPIE_SOURCE_DIR set by ctest). */

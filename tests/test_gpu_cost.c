@@ -48,12 +48,8 @@ static int add_input(ir_graph *g, const char *name, ir_shape s) {
 
 static int add_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
                     int n_attrs, const ir_attr *attrs) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "%s.out", name);
-    int v = ir_graph_add_value(g, nm, IR_F32, NULL);
-    int k = ir_graph_add_node(g, op, name, n_in, in, 1, &v, n_attrs, attrs);
-    ir_diag d = {{0}};
-    if (ir_node_infer(g, &g->nodes[k], &d) != IR_OK) fail_msg("infer %s: %s", name, d.msg);
+    int v;
+    tu_add_node1(g, op, name, n_in, in, n_attrs, attrs, &v);
     return v;
 }
 

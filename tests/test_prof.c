@@ -36,13 +36,7 @@ static int add_const(ir_graph *g, const char *name, ir_dtype t, ir_shape s, cons
 /* Adds a one-output node, infers it, returns the node index. */
 static int add_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
                     int n_attrs, const ir_attr *attrs) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "%s.out", name);
-    int out = ir_graph_add_value(g, nm, IR_F32, NULL);
-    int ni = ir_graph_add_node(g, op, name, n_in, in, 1, &out, n_attrs, attrs);
-    ir_diag d = {{0}};
-    if (ir_node_infer(g, &g->nodes[ni], &d) != IR_OK) fail_msg("infer %s: %s", name, d.msg);
-    return ni;
+    return tu_add_node1(g, op, name, n_in, in, n_attrs, attrs, NULL);
 }
 
 /* x -> Conv(w, b) -> Add(y, y): the graph the cpu back-end tests measure. */

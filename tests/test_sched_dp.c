@@ -200,15 +200,6 @@ static size_t brute_force(const ir_graph *g, int *best_order) {
     return b.best;
 }
 
-static size_t peak_of(const ir_graph *g, const int *order) {
-    sched_memory m;
-    ir_diag d = {{0}};
-    if (sched_memory_compute(g, order, &m, &d) != IR_OK) fail_msg("memory: %s", d.msg);
-    size_t p = m.peak_bytes;
-    sched_memory_free(&m);
-    return p;
-}
-
 /* Runs sched_order_memory and checks what every result must satisfy: a topological permutation,
  * the reported peak equal to sched_memory_compute's, and no worse than eager. */
 static size_t schedule_checked(const ir_graph *g, const sched_dp_options *o, int *order,
@@ -217,9 +208,9 @@ static size_t schedule_checked(const ir_graph *g, const sched_dp_options *o, int
     ir_status s = sched_order_memory(g, o, order, st, &d);
     if (s != IR_OK) fail_msg("%s: sched_order_memory: %s", g->source ? g->source : "", d.msg);
     assert_true(sched_order_valid(g, order, g->n_nodes));
-    size_t p = peak_of(g, order);
+    size_t p = tu_peak(g, order);
     assert_int_equal(p, st->peak_bytes);
-    assert_true(p <= peak_of(g, NULL));
+    assert_true(p <= tu_peak(g, NULL));
     return p;
 }
 
@@ -237,14 +228,14 @@ static void test_exact_matches_enumeration(void **state) {
         }
         int best[16], order[16];
         size_t want = brute_force(g, best);
-        assert_int_equal(peak_of(g, best), want); /* the enumeration agrees with sched/ */
+        assert_int_equal(tu_peak(g, best), want); /* the enumeration agrees with sched/ */
         sched_dp_stats st;
         size_t got = schedule_checked(g, &o, order, &st);
         assert_int_equal(st.beam_parts, 0); /* every part solved exactly */
         if (got != want)
             fail_msg("seed %llu (%d nodes): DP peak %zu, enumeration %zu", (unsigned long long)seed,
                      n, got, want);
-        improved += want < peak_of(g, NULL);
+        improved += want < tu_peak(g, NULL);
         tested++;
         ir_graph_free(g);
     }
@@ -333,7 +324,7 @@ static double reduction(const char *rel, double budget) {
     int *order = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
     sched_dp_options o = {.time_budget_s = budget};
     sched_dp_stats st;
-    size_t eager = peak_of(g, NULL), p = schedule_checked(g, &o, order, &st);
+    size_t eager = tu_peak(g, NULL), p = schedule_checked(g, &o, order, &st);
     double red = 100.0 * (double)(eager - p) / (double)eager;
     print_message("%-48s %5d nodes %3d parts: eager %9zu -> %9zu bytes (-%.1f%%) %.2f s\n", rel,
                   g->n_nodes, st.parts, eager, p, red, st.seconds);
@@ -409,7 +400,7 @@ static void test_parallel_branches(void **state) {
     sched_dp_stats st;
     /* A budget no machine load can exhaust: the result must not depend on timing. */
     sched_dp_options o = {.time_budget_s = 600};
-    size_t eager = peak_of(g, NULL), p = schedule_checked(g, &o, order, &st);
+    size_t eager = tu_peak(g, NULL), p = schedule_checked(g, &o, order, &st);
     print_message("branches: eager %zu -> %zu bytes (-%.1f%%), %d parts (%d exact, %d other)\n",
                   eager, p, 100.0 * (double)(eager - p) / (double)eager, st.parts, st.exact_parts,
                   st.beam_parts);
@@ -451,7 +442,7 @@ static void test_cli_run_order_memory(void **state) {
     if (!g) skip();
     int *order = malloc(sizeof(int) * (size_t)g->n_nodes);
     sched_dp_stats st;
-    size_t want = schedule_checked(g, NULL, order, &st), eager = peak_of(g, NULL);
+    size_t want = schedule_checked(g, NULL, order, &st), eager = tu_peak(g, NULL);
     char dir[] = "/tmp/magpie-test-dp-XXXXXX";
     assert_non_null(mkdtemp(dir));
     assert_int_equal(cli_peak(fixture, "memory", dir), want);

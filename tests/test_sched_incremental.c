@@ -17,15 +17,6 @@
  * one no machine load can exhaust, so the orders compared below do not depend on timing. */
 static const sched_dp_options dpo = {.exact_max_nodes = 14, .beam_width = 32, .time_budget_s = 600};
 
-static size_t peak(const ir_graph *g, const int *order) {
-    sched_memory m;
-    ir_diag d = {{0}};
-    if (sched_memory_compute(g, order, &m, &d) != IR_OK) fail_msg("%s", d.msg);
-    size_t p = m.peak_bytes;
-    sched_memory_free(&m);
-    return p;
-}
-
 /* One rewrite of each kind that applies to g; checks the incremental order of each. Returns the
  * number of rewrites checked. */
 static int check_rewrites(const ir_graph *g, nas_rng *r, const char *what) {
@@ -46,7 +37,7 @@ static int check_rewrites(const ir_graph *g, nas_rng *r, const char *what) {
         if (!sched_order_valid(g2, inc, n2))
             fail_msg("%s %s: the incremental order is not topological", what, nas_rewrite_name(k));
         assert_int_equal(sched_order_memory(g2, &dpo, full, NULL, &d), IR_OK);
-        size_t pi = peak(g2, inc), pf = peak(g2, full);
+        size_t pi = tu_peak(g2, inc), pf = tu_peak(g2, full);
         if ((double)pi > PEAK_FACTOR * (double)pf)
             fail_msg("%s %s: incremental peak %zu, full reschedule %zu", what, nas_rewrite_name(k),
                      pi, pf);

@@ -39,14 +39,7 @@ static int add_input(ir_graph *g, const char *name, ir_shape s) {
 /* Adds a one-output node and infers it; returns the node index, *out its output. */
 static int add_node(ir_graph *g, ir_op_kind op, const char *name, int n_in, const int *in,
                     int *out) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "%s.out", name);
-    int v = ir_graph_add_value(g, nm, IR_F32, NULL);
-    int k = ir_graph_add_node(g, op, name, n_in, in, 1, &v, 0, NULL);
-    ir_diag d = {{0}};
-    if (ir_node_infer(g, &g->nodes[k], &d) != IR_OK) fail_msg("infer %s: %s", name, d.msg);
-    if (out) *out = v;
-    return k;
+    return tu_add_node1(g, op, name, n_in, in, 0, NULL, out);
 }
 
 /* 1 MiB activations: x[1,64,64,64] -> a = Relu(x) -> h = Store(a); b = Relu(x); c = Relu(b);
