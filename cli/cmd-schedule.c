@@ -1,8 +1,9 @@
-/* cmd-schedule.c - `magpie schedule`: orders a model (eager, or the memory-minimizing DP) and
- * simulates the order under a cost model (default analytic:rtx3090; measured devices profile the
- * graph first): peak device bytes, latency, host bytes of swaps and the memory hot-spots, with the
- * eager order beside it, a sparkline per order and optionally an SVG of both. When the graph holds
- * swap ops (Store/Load), the chosen order gets sched_place_swaps before it is simulated.
+/* cmd-schedule.c - `magpie schedule`: orders a model, or with --train its training graph
+ * (cli_load_graph), eagerly or by the memory-minimizing DP, and simulates the order under a cost
+ * model (default analytic:rtx3090; measured devices profile the graph first): peak device bytes,
+ * latency, host bytes of swaps and the memory hot-spots, with the eager order beside it, a
+ * sparkline per order and optionally an SVG of both. When the graph holds swap ops (Store/Load),
+ * the chosen order gets sched_place_swaps before it is simulated.
  *
  * Everything that can fail (import, scheduling, simulation, the SVG) happens before anything is
  * printed, so a failure leaves stdout empty. */
@@ -211,7 +212,7 @@ int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o) {
     int code;
     prof_model *m = NULL;
     bool memory = strcmp(r.order_name, "memory") == 0; /* the parser accepts eager|memory */
-    ir_graph *g = cli_load_model(path, o, true, &code);
+    ir_graph *g = cli_load_graph(path, o, true, &code);
     if (!g) return code;
     prof_options po = {.db_path = o->profile_db};
     m = prof_open(o->device ? o->device : DEFAULT_DEVICE, &po, &st, &d);

@@ -69,9 +69,10 @@ static const cli_cmd cmds[] = {
                    "eager) and simulates the order under the cost model of --device (default\n"
                    "analytic:rtx3090; cpu and cuda profile the graph first): peak device bytes,\n"
                    "latency with swaps on a copy stream, host bytes, and the hot-spots live at\n"
-                   "the peak, with the eager order beside it. --plot draws both orders.",
+                   "the peak, with the eager order beside it. --plot draws both orders.\n"
+                   "--train orders the training graph (forward, loss, backward, optimizer step).",
         .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_ORDER | CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB |
-                CLI_OPT_JSON | CLI_OPT_PLOT,
+                CLI_OPT_JSON | CLI_OPT_PLOT | CLI_OPT_TRAIN,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_schedule,

@@ -12,8 +12,9 @@
  *    sampled, then keep[x] = the part of those outputs still needed (read later or graph
  *    output) stays and every freeable input whose readers are now all scheduled is freed.
  * So step bytes = base + live + add[x], which is sched_memory_compute's step_bytes at that
- * position, to the byte (test_sched_dp checks it). Device bytes of host values (Store outputs)
- * are 0, as there. */
+ * position, to the byte (test_sched_dp checks it). Value bytes are sched_value_device_bytes, as
+ * there (0 for Store outputs and in-place updates). Edges are data edges plus the write-after-read
+ * edges of in-place updates (sched_order_valid), so every window order keeps them. */
 #ifndef MAGPIE_SCHED_IMPL_H
 #define MAGPIE_SCHED_IMPL_H
 
@@ -27,18 +28,24 @@ typedef struct sdp_ctx {
     const ir_graph *g;
     int n, nv;
     size_t resident;    /* bytes of residents, as sched_memory_compute counts them */
-    size_t *vbytes;     /* per produced value: device bytes (0 for host values) */
+    size_t *vbytes;     /* per produced value: sched_value_device_bytes */
     uint8_t *is_out;    /* per value: graph output */
     size_t *ws;         /* per node: workspace bytes */
     int *in_off, *in;   /* per node: produced values it reads */
     int *out_off, *out; /* per node: values it writes */
     int *rd_off, *rd;   /* per value: nodes that read it */
-    int *pr_off, *pr;   /* per node: producer nodes of its inputs */
-    int *su_off, *su;   /* per node: reader nodes of its outputs */
+    int *pr_off, *pr;   /* per node: producer nodes of its inputs, and for an in-place update
+                         * the other readers of the residents it overwrites */
+    int *su_off, *su;   /* per node: the transpose of pr */
     int *vmap;          /* scratch: value -> local id, all -1 between uses */
 } sdp_ctx;
 
 ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d);
+
+/* Write-after-read edges of in-place updates: for each node x, the nodes other than x that read
+ * a resident x overwrites (ir_value_inplace_of), which must run before x. CSR over nodes (off has
+ * n_nodes + 1 entries; a reader may repeat); both malloc'd. False when out of memory. */
+bool sdp_war_preds(const ir_graph *g, int **off, int **pred);
 void sdp_ctx_free(sdp_ctx *c); /* NULL-safe */
 
 /* nw(v) for every node (sched_narrow_waist on a built context). */

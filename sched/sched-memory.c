@@ -11,7 +11,9 @@
  *  - live(s) = resident + workspace(s) + sum of bytes of produced values whose interval holds s,
  *    evaluated with a difference array in O(values + steps).
  * Values in host memory (outputs of IR_OPF_HOST_OUTPUT ops: Store) keep their lifetime, which
- * the simulator uses for host bytes, but never count as device bytes nor as hot-spots.
+ * the simulator uses for host bytes, but never count as device bytes nor as hot-spots; in-place
+ * outputs that take over a resident's buffer count no bytes of their own either (both are
+ * sched_value_device_bytes, the one definition sched/ counts with).
  * Hot-spots are every value live at the first step that reaches the peak, residents included
  * (MAGIS's H is "the tensors live at the peak"; weights are part of that memory). When there are
  * no steps, the peak is the resident bytes, peak_step is -1 and the hot-spots are the residents. */
@@ -19,6 +21,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+size_t sched_value_device_bytes(const ir_graph *g, int v) {
+    if (v < 0 || v >= g->n_values) return 0;
+    if (ir_value_on_host(g, v) || ir_value_inplace_of(g, v) >= 0) return 0;
+    return ir_value_bytes(&g->values[v]);
+}
 
 ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory *m, ir_diag *d) {
     memset(m, 0, sizeof *m);
@@ -73,12 +81,9 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
             lt[v].last_step = n;
         else if (!read)
             lt[v].last_step = lt[v].def_step;
-        /* Store outputs keep their lifetime (the simulator counts them as host bytes) but take
-         * no device bytes. */
-        if (ir_value_on_host(g, v)) continue;
-        /* An in-place update's output takes over its resident input's bytes (IR_OPF_INPLACE). */
-        if (ir_value_inplace_of(g, v) >= 0) continue;
-        long long b = (long long)ir_value_bytes(val);
+        /* Store outputs keep their lifetime (the simulator counts them as host bytes). */
+        long long b = (long long)sched_value_device_bytes(g, v);
+        if (!b) continue;
         delta[lt[v].def_step] += b;
         delta[lt[v].last_step + 1 <= n ? lt[v].last_step + 1 : n] -= b;
     }
@@ -99,7 +104,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == n;
         bool at_peak = p >= 0 && lt[v].def_step >= 0 && lt[v].def_step <= p &&
-                       lt[v].last_step >= p && !ir_value_on_host(g, v);
+                       lt[v].last_step >= p && sched_value_device_bytes(g, v) > 0;
         if (resident || at_peak) m->hotspots[m->n_hotspots++] = v;
     }
 out:

@@ -1,7 +1,8 @@
 /* sched-order.c - orders of a graph: the eager order and the validity check every scheduler's
  * result goes through. An order is a permutation of the node indices in which every node comes
- * after the producers of its inputs. */
-#include "schedule.h"
+ * after the producers of its inputs and every in-place update after the other readers of the
+ * resident it overwrites (they need the value from before the update). */
+#include "sched-impl.h"
 
 #include <stdlib.h>
 
@@ -12,6 +13,47 @@ int *sched_eager_order(const ir_graph *g) {
     if (!order) return NULL;
     for (int i = 0; i < g->n_nodes; i++) order[i] = i;
     return order;
+}
+
+bool sdp_war_preds(const ir_graph *g, int **off_out, int **pred_out) {
+    int n = g->n_nodes, nv = g->n_values;
+    int *ow = malloc(sizeof(int) * ((size_t)nv + 1)), *off = calloc((size_t)n + 2, sizeof(int));
+    int *pred = NULL;
+    if (!ow || !off) goto fail;
+    for (int v = 0; v < nv; v++) ow[v] = -1;
+    for (int x = 0; x < n; x++) {
+        const ir_node *nd = &g->nodes[x];
+        for (int i = 0; i < nd->n_out; i++) {
+            int v = nd->out[i], r = v >= 0 && v < nv ? ir_value_inplace_of(g, v) : -1;
+            if (r >= 0) ow[r] = x;
+        }
+    }
+    /* off[x + 2] counts x's edges, so that after the prefix sum off[x + 1] is x's write cursor. */
+    for (int y = 0; y < n; y++) {
+        const ir_node *nd = &g->nodes[y];
+        for (int i = 0; i < nd->n_in; i++) {
+            int r = nd->in[i], x = r >= 0 && r < nv ? ow[r] : -1;
+            if (x >= 0 && x != y) off[x + 2]++;
+        }
+    }
+    for (int x = 0; x < n; x++) off[x + 2] += off[x + 1];
+    if (!(pred = malloc(sizeof(int) * ((size_t)off[n + 1] + 1)))) goto fail;
+    for (int y = 0; y < n; y++) {
+        const ir_node *nd = &g->nodes[y];
+        for (int i = 0; i < nd->n_in; i++) {
+            int r = nd->in[i], x = r >= 0 && r < nv ? ow[r] : -1;
+            if (x >= 0 && x != y) pred[off[x + 1]++] = y;
+        }
+    }
+    free(ow);
+    *off_out = off;
+    *pred_out = pred;
+    return true;
+fail:
+    free(ow);
+    free(off);
+    *off_out = *pred_out = NULL;
+    return false;
 }
 
 bool sched_order_valid(const ir_graph *g, const int *order, int n) {
@@ -40,6 +82,13 @@ bool sched_order_valid(const ir_graph *g, const int *order, int n) {
             if (p >= n || (p >= 0 && pos[p] >= s)) ok = false;
         }
     }
+    int *woff = NULL, *war = NULL;
+    if (ok && !sdp_war_preds(g, &woff, &war)) ok = false;
+    for (int x = 0; x < n && ok; x++)
+        for (int k = woff[x]; k < woff[x + 1] && ok; k++)
+            if (pos[war[k]] >= pos[x]) ok = false;
+    free(woff);
+    free(war);
     free(pos);
     return ok;
 }

@@ -47,6 +47,7 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     c->in_off = calloc(sn, sizeof(int));
     c->out_off = calloc(sn, sizeof(int));
     uint8_t *read = calloc(sv, 1);
+    int *woff = NULL, *war = NULL;
     ir_status st = IR_OK;
     if (!cnt || !stamp || !c->vbytes || !c->is_out || !c->ws || !c->vmap || !c->in_off ||
         !c->out_off || !read)
@@ -101,7 +102,7 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
         const ir_value *val = &g->values[v];
         c->is_out[v] = (val->flags & IR_VF_OUTPUT) != 0;
         if (val->producer >= 0) {
-            c->vbytes[v] = ir_value_on_host(g, v) ? 0 : ir_value_bytes(val);
+            c->vbytes[v] = sched_value_device_bytes(g, v);
         } else if ((val->flags & IR_VF_INPUT) || (val->blob && (read[v] || c->is_out[v]))) {
             c->resident += ir_value_bytes(val); /* sched_memory_compute's residents */
         }
@@ -116,15 +117,29 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     for (int x = 0; x < n; x++)
         for (int k = c->in_off[x]; k < c->in_off[x + 1]; k++) c->rd[cnt[c->in[k]]++] = x;
 
-    /* Distinct producer nodes of each node's inputs, and its distinct reader nodes. */
+    /* Distinct producer nodes of each node's inputs (with its write-after-read predecessors), and
+     * its distinct reader nodes (the successors). */
+    if (!sdp_war_preds(g, &woff, &war)) goto out_nomem;
     size_t n_pr = 0;
     memset(cnt, 0, sizeof(int) * sn);
     for (size_t i = 0; i < sn; i++) stamp[i] = -1;
-    for (int x = 0; x < n; x++)
+    for (int x = 0; x < n; x++) {
         for (int k = c->in_off[x]; k < c->in_off[x + 1]; k++) {
             int p = g->values[c->in[k]].producer;
             if (stamp[p] != x) stamp[p] = x, n_pr++, cnt[x]++;
         }
+        for (int k = woff[x]; k < woff[x + 1]; k++) {
+            int p = war[k];
+            if (p > x) {
+                st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[x],
+                                  "overwrites a resident in place before node %d reads it: the "
+                                  "graph's node order is not a valid order",
+                                  p);
+                goto out;
+            }
+            if (stamp[p] != x) stamp[p] = x, n_pr++, cnt[x]++;
+        }
+    }
     if (!(c->pr_off = csr_offsets(n, cnt))) goto out_nomem;
     c->pr = malloc(sizeof(int) * (n_pr + 1));
     c->su = malloc(sizeof(int) * (n_pr + 1));
@@ -132,11 +147,16 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     for (size_t i = 0; i < sn; i++) stamp[i] = -1;
     int *scnt = stamp + sn; /* successor counts */
     memset(scnt, 0, sizeof(int) * sn);
-    for (int x = 0; x < n; x++)
+    for (int x = 0; x < n; x++) {
         for (int k = c->in_off[x]; k < c->in_off[x + 1]; k++) {
             int p = g->values[c->in[k]].producer;
             if (stamp[p] != x) stamp[p] = x, c->pr[cnt[x]++] = p, scnt[p]++;
         }
+        for (int k = woff[x]; k < woff[x + 1]; k++) {
+            int p = war[k];
+            if (stamp[p] != x) stamp[p] = x, c->pr[cnt[x]++] = p, scnt[p]++;
+        }
+    }
     if (!(c->su_off = csr_offsets(n, scnt))) goto out_nomem;
     for (int x = 0; x < n; x++)
         for (int k = c->pr_off[x]; k < c->pr_off[x + 1]; k++) c->su[scnt[c->pr[k]]++] = x;
@@ -147,6 +167,8 @@ out:
     free(cnt);
     free(stamp);
     free(read);
+    free(woff);
+    free(war);
     if (st != IR_OK) sdp_ctx_free(c);
     return st;
 }

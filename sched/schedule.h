@@ -12,7 +12,9 @@
 /* The eager order (DESIGN.md): the graph's node order, which the importer keeps equal to the
  * file order whenever that is topological. Returns a malloc'd array of g->n_nodes entries. */
 int *sched_eager_order(const ir_graph *g);
-/* True when order is a topological permutation of g's nodes. */
+/* True when order is a topological permutation of g's nodes that also runs every in-place
+ * update (IR_OPF_INPLACE) after every other reader of the resident it overwrites (a
+ * write-after-read edge: the readers need the old value). */
 bool sched_order_valid(const ir_graph *g, const int *order, int n);
 
 /* Residents are graph inputs and constants read by a node or a graph output. A produced value
@@ -22,6 +24,13 @@ typedef struct sched_lifetime {
     int def_step;  /* step that produces it; -1 for residents (constants, graph inputs) */
     int last_step; /* last step that reads it; n_steps for graph outputs and residents */
 } sched_lifetime;
+
+/* The device bytes value v occupies as a produced value, the one definition every counter in
+ * sched/ uses (and runtime/rt-exec.c's allocation rules restated): 0 for a value in host memory
+ * (a Store output, IR_OPF_HOST_OUTPUT) and for an in-place output that takes over a resident's
+ * buffer (ir_value_inplace_of(g, v) >= 0: an optimizer update); ir_value_bytes otherwise.
+ * Residents (graph inputs, constants) are counted apart, as resident bytes. */
+size_t sched_value_device_bytes(const ir_graph *g, int v);
 
 typedef struct sched_memory {
     int n_steps;

@@ -184,11 +184,53 @@ static void test_usage_errors(void **state) {
     free(p);
 }
 
+/* Training graphs (--train, with SGD and with Adam, whose updates write in place): the memory
+ * order's peak is never above the eager one, and `run --train` measures each order's peak. */
+static void test_training_graphs(void **state) {
+    (void)state;
+    static const char *const models[] = {"mlp_dropout_train", "cnn_bn_train", "resnet_small_train",
+                                         "transformer_encoder_train"};
+    static const char *const optim[] = {"", "--optimizer adam"};
+    static const char *const orders[] = {"memory", "eager"};
+    proc *p = malloc(sizeof *p);
+    char dir[] = "/tmp/magpie-sched-cli-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (size_t k = 0; k < sizeof optim / sizeof optim[0]; k++)
+            for (size_t r = 0; r < sizeof orders / sizeof orders[0]; r++) {
+                char args[1024];
+                snprintf(args, sizeof args,
+                         "schedule tests/fixtures/numeric/%s/model.onnx --train %s --order %s "
+                         "--json",
+                         models[i], optim[k], orders[r]);
+                run(p, args);
+                if (p->rc != 0) fail_msg("%s: exit %d: %s", args, p->rc, p->err);
+                double peak = json_num(p->out, "peak_bytes"),
+                       eager = json_num(p->out, "eager_peak_bytes");
+                assert_true(peak > 0 && peak <= eager);
+                if (r == 1) assert_true(peak == eager);
+                snprintf(args, sizeof args,
+                         "run tests/fixtures/numeric/%s/model.onnx -i "
+                         "tests/fixtures/numeric/%s/input_0.npy -o %s --train %s --order %s --json",
+                         models[i], models[i], dir, optim[k], orders[r]);
+                run(p, args);
+                if (p->rc != 0) fail_msg("%s: exit %d: %s", args, p->rc, p->err);
+                if (json_num(p->out, "peak_bytes") != peak)
+                    fail_msg("%s: measured %.0f bytes, schedule said %.0f", args,
+                             json_num(p->out, "peak_bytes"), peak);
+            }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_keys_and_peaks),
         cmocka_unit_test(test_eager_order),
         cmocka_unit_test(test_run_measures_schedule_peak),
+        cmocka_unit_test(test_training_graphs),
         cmocka_unit_test(test_text_and_plot),
         cmocka_unit_test(test_usage_errors),
     };
