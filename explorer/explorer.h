@@ -6,6 +6,7 @@
  *    pushes and pops at the bottom (LIFO); any number of thieves steal at the top (FIFO).
  *  - xp_fpset: a concurrent, insert-only set of 64-bit state fingerprints shared by all
  *    workers; lock-free, fixed capacity chosen at init.
+ *  - xp_pool: the parallel best-first search built on both (section "best-first search pool").
  *
  * Both are opaque handles with init/free; free accepts NULL. Free requires that no other
  * thread still uses the object (join the workers first). */
@@ -92,5 +93,147 @@ size_t xp_fpset_max_entries(const xp_fpset *s);
  * were written. Call only while no thread inserts (a checkpoint, with workers paused or
  * joined: that pause must give happens-before, e.g. a join or a barrier). */
 size_t xp_fpset_copy(const xp_fpset *s, uint64_t *out, size_t cap);
+
+/* ---------------------------------------------------------------- best-first search pool */
+
+/* xp_pool: a parallel best-first search (MAGIS §6.2, Algorithm 3) generic over the state
+ * type; graph rewrites plug in through the callbacks.
+ *
+ *  - N workers (pthreads). Each keeps a local binary min-heap of its own states, ordered by
+ *    better(a, b, 1) on their keys (ties: the order they were pushed in), and a Chase-Lev
+ *    deque (xp_deque) through which others steal from it.
+ *  - A worker expands its best local state. With its heap empty it pops its own deque, then
+ *    steals: victims in a random rotation (start drawn from its own RNG stream, seeded from
+ *    opts.seed and the worker index), each once per round.
+ *  - Exposure policy (threads > 1 only): every expose_every-th child a worker accepts goes
+ *    into its deque instead of its heap, unless that child is better than the heap's top (the
+ *    best is always kept locally, so a worker never gives away what it would expand next).
+ *  - Children are deduplicated at push: xp_emit inserts the fingerprint into one shared
+ *    xp_fpset; a fingerprint already present is a duplicate and its child is freed. So every
+ *    fingerprint is accepted (and expanded) at most once.
+ *  - Relaxed acceptance (Algorithm 3, lines 17-18): a child that is better(child, best, 1)
+ *    becomes the best; a child is pushed iff it became the best or better(child, best, delta)
+ *    holds for the best seen after that update (delta: opts.delta, default 1.1).
+ *  - The best is a pointer published with CAS (release) and read with acquire. A state that
+ *    was ever published as best is never freed before xp_pool_free (retire lists), so the
+ *    pointer xp_pool_best returns stays valid while the pool exists.
+ *  - Ends when no state is left anywhere and no expansion is in flight, or at a budget
+ *    (max_expanded, max_seconds, fingerprint-set capacity) or on xp_pool_request_stop.
+ *  - Determinism: with threads == 1 there is no deque, no stealing and no randomness, so the
+ *    expansion order is exactly that of a sequential best-first search (the heap breaks ties
+ *    by push order); with a deterministic expand and no time budget, runs are identical. */
+
+typedef struct xp_key {
+    double k[2]; /* a priority pair; the default order is lexicographic, k[0] first */
+} xp_key;
+
+typedef struct xp_pool xp_pool;
+typedef struct xp_worker xp_worker;
+
+typedef struct xp_callbacks {
+    /* Generates the children of state by calling xp_emit(w, ...) for each; runs on worker
+     * w's thread, concurrently with other workers' expands. state stays owned by the pool
+     * (read it, don't free it). Required. */
+    void (*expand)(void *ctx, xp_worker *w, const void *state);
+    /* Relaxed BetterThan: is a better than b relaxed by delta? Must be a strict weak order for
+     * delta == 1 (it orders the heaps). NULL: the default, (a.k0, a.k1) < (delta * b.k0,
+     * delta * b.k1) lexicographically (as Algorithm 3 with M = 0; meant for keys >= 0). */
+    bool (*better)(void *ctx, const xp_key *a, const xp_key *b, double delta);
+    /* Frees a state the pool owns (duplicates, rejected and expanded children, and at
+     * xp_pool_free all the rest). NULL: states are not freed. */
+    void (*free_state)(void *ctx, void *state);
+} xp_callbacks;
+
+typedef struct xp_pool_opts {
+    int threads;           /* <= 0: xp_default_threads() */
+    uint64_t seed;         /* the workers' RNG streams (victim order) */
+    double delta;          /* relaxed acceptance; <= 0: 1.1 */
+    uint64_t max_expanded; /* budget: states expanded in all; 0: none */
+    double max_seconds;    /* budget: wall time from xp_pool_start; <= 0: none */
+    size_t max_states;     /* fingerprint-set capacity (a budget: full stops); 0: 2^20 */
+    unsigned expose_every; /* exposure period (above); 0: 4 */
+} xp_pool_opts;
+
+typedef enum xp_stop_reason {
+    XP_STOP_NONE = 0,  /* still running (or never started) */
+    XP_STOP_EXHAUSTED, /* no state left: the search is complete */
+    XP_STOP_EXPANDED,  /* max_expanded states were expanded */
+    XP_STOP_TIME,      /* max_seconds passed */
+    XP_STOP_FULL,      /* the fingerprint set reached max_states */
+    XP_STOP_REQUESTED, /* xp_pool_request_stop */
+    XP_STOP_NOMEM,     /* out of memory */
+} xp_stop_reason;
+
+typedef enum xp_emit_result {
+    XP_EMIT_PUSHED = 0, /* accepted: the pool will expand it */
+    XP_EMIT_DUPLICATE,  /* its fingerprint was seen before: freed */
+    XP_EMIT_REJECTED,   /* worse than delta x best: freed (unless it was ever the best) */
+    XP_EMIT_STOPPED,    /* the set is full or memory ran out: the search stops; freed */
+} xp_emit_result;
+
+typedef struct xp_worker_stats {
+    uint64_t expanded;       /* states expanded */
+    uint64_t generated;      /* xp_emit calls */
+    uint64_t duplicates;     /* ... that were duplicates */
+    uint64_t rejected;       /* ... that failed the relaxed acceptance */
+    uint64_t pushed;         /* ... that were accepted */
+    uint64_t exposed;        /* ... that went into the worker's deque */
+    uint64_t steals;         /* states taken from another worker's deque */
+    uint64_t steal_attempts; /* xp_deque_steal calls on others */
+    uint64_t improvements;   /* times this worker published a new best */
+} xp_worker_stats;
+
+typedef struct xp_pool_stats {
+    xp_worker_stats total; /* the sum over the workers */
+    int threads;
+    double seconds; /* from start to the end of the run (to now while it runs) */
+    xp_stop_reason reason;
+} xp_pool_stats;
+
+/* CPUs in this thread's affinity mask (sched_getaffinity), at least 1. */
+int xp_default_threads(void);
+/* The defaults above (threads 0, seed 0, delta 1.1, no budgets, 2^20 states, expose 4). */
+xp_pool_opts xp_pool_opts_default(void);
+
+/* A pool; copies opts and cb. NULL on bad arguments (cb->expand NULL) or out of memory. */
+xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ctx);
+/* Frees every state still owned by the pool (frontier, retired bests) and the pool. NULL-safe.
+ * Call after xp_pool_wait (or before xp_pool_start). */
+void xp_pool_free(xp_pool *p);
+
+/* Starts the workers on the root state (which becomes the first best and is expanded first).
+ * The pool owns root in every case. Once per pool. Returns false when threads cannot be
+ * started or memory runs out (the pool can then only be freed). */
+bool xp_pool_start(xp_pool *p, void *root, uint64_t root_fp, xp_key root_key);
+/* Joins the workers; returns why the search ended. Resume first if paused. */
+xp_stop_reason xp_pool_wait(xp_pool *p);
+/* xp_pool_start then xp_pool_wait. */
+xp_stop_reason xp_pool_run(xp_pool *p, void *root, uint64_t root_fp, xp_key root_key);
+
+/* Asks the workers to stop at their next safe point. Async-signal-safe (one lock-free atomic
+ * compare-exchange), so a SIGINT handler may call it. A paused pool stops once resumed. */
+void xp_pool_request_stop(xp_pool *p);
+
+/* Brings every worker to a safe point and keeps it there: on return each worker is parked
+ * (or has ended) and holds no state, no expand is in flight, and everything the workers did
+ * happens-before the caller's next step (mutex + condition variable), so the frontier, the
+ * set and the best may be read (a checkpoint). Only from one controlling thread, between
+ * xp_pool_start and xp_pool_wait; pause and resume alternate. */
+void xp_pool_pause(xp_pool *p);
+void xp_pool_resume(xp_pool *p);
+
+/* Called from expand only, on its worker's thread: hands child (owned by the pool from now
+ * on, whatever the result) with its fingerprint and key to the search. */
+xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key);
+/* The worker's index in 0..threads-1 (for per-worker scratch in ctx). */
+int xp_worker_index(const xp_worker *w);
+
+/* The best state so far and its key (key may be NULL); any thread, any time after start.
+ * The state stays valid until xp_pool_free; the caller must not modify or free it. */
+const void *xp_pool_best(const xp_pool *p, xp_key *key);
+/* Statistics; any thread, any time (exact after xp_pool_wait or while paused). per (may be
+ * NULL) receives up to n_per workers' counts. */
+void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per);
+const char *xp_stop_reason_to_string(xp_stop_reason r);
 
 #endif

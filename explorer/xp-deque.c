@@ -146,8 +146,7 @@ xp_take xp_deque_pop(xp_deque *q, uint64_t *item) {
             /* the last item: race the thieves for it on top. seq_cst as in the paper (the
              * success order must be at least as strong as the thieves' for the total order
              * on top); relaxed on failure since nothing is read on that path. */
-            if (!atomic_compare_exchange_strong_explicit(&q->top, &t, t + 1,
-                                                         memory_order_seq_cst,
+            if (!atomic_compare_exchange_strong_explicit(&q->top, &t, t + 1, memory_order_seq_cst,
                                                          memory_order_relaxed))
                 r = XP_TAKE_EMPTY; /* a thief won it */
             atomic_store_explicit(&q->bottom, b + 1, memory_order_relaxed);

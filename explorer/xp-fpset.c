@@ -79,8 +79,7 @@ xp_fp_result xp_fpset_insert(xp_fpset *s, uint64_t fp) {
             return XP_FP_FULL;
         uint64_t expected = 0;
         if (atomic_compare_exchange_strong_explicit(&s->slot[i], &expected, fp,
-                                                    memory_order_relaxed,
-                                                    memory_order_relaxed)) {
+                                                    memory_order_relaxed, memory_order_relaxed)) {
             atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
             return XP_FP_NEW;
         }

@@ -198,7 +198,7 @@ static inline int tu_add_node(ir_graph *g, ir_op_kind op, const char *name, int 
                               int n_out, int *out, int n_attrs, const ir_attr *attrs) {
     for (int i = 0; i < n_out; i++) {
         char nm[64];
-        snprintf(nm, sizeof nm, "%s.%d", name, i);
+        snprintf(nm, sizeof nm, "%.48s.%d", name, i);
         out[i] = ir_graph_add_value(g, nm, IR_F32, NULL);
     }
     return tu_infer_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
@@ -209,7 +209,7 @@ static inline int tu_add_node(ir_graph *g, ir_op_kind op, const char *name, int 
 static inline int tu_add_node1(ir_graph *g, ir_op_kind op, const char *name, int n_in,
                                const int *in, int n_attrs, const ir_attr *attrs, int *out) {
     char nm[64];
-    snprintf(nm, sizeof nm, "%s.out", name);
+    snprintf(nm, sizeof nm, "%.56s.out", name);
     int v = ir_graph_add_value(g, nm, IR_F32, NULL);
     int ni = tu_infer_node(g, op, name, n_in, in, 1, &v, n_attrs, attrs);
     if (out) *out = v; /* only now: out may alias in */

@@ -1,0 +1,473 @@
+/* rules-sched.c - the schedule-based rules of MAGIS section 5.2 (rematerialize, de-rematerialize,
+ * swap, de-swap) as rewrites of graph values, and their candidates under heuristic H2 (remat and
+ * swap only around memory hot-spots).
+ *
+ * Invariants: rw_apply edits a clone, never its input; nodes are found by stable id; after an
+ * edit the graph is re-sorted (stable, so untouched nodes keep their relative order), new nodes
+ * are shape-inferred, removed nodes take their output values with them (value ids are compacted,
+ * node ids never change), and the result is validated before it is returned. */
+#include "rules.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rw_kind_name(int kind) {
+    static const char *const names[RW_KIND_COUNT] = {"remat", "deremat", "swap", "deswap"};
+    return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int find_node(const ir_graph *g, uint32_t id) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].id == id) return i;
+    return -1;
+}
+
+static bool node_reads(const ir_node *n, int v) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] == v) return true;
+    return false;
+}
+
+static void replace_input(ir_node *n, int from, int to) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] == from) n->in[k] = to;
+}
+
+/* True when a node other than skip (an index, -1 for none) reads v, or v is a graph output. */
+static bool value_used(const ir_graph *g, int v, int skip) {
+    if (g->values[v].flags & IR_VF_OUTPUT) return true;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (i != skip && node_reads(&g->nodes[i], v)) return true;
+    return false;
+}
+
+/* Ops whose recomputation gives the same bytes and that may be duplicated or merged: not random
+ * (Dropout), not in-place updates, not host-output (Store), and known to the op table. */
+static bool recomputable(const ir_node *n) {
+    const ir_op_def *def = ir_op_get(n->op);
+    return def && def->kernel &&
+           !(def->flags & (IR_OPF_RANDOM | IR_OPF_INPLACE | IR_OPF_HOST_OUTPUT));
+}
+
+static bool attr_equal(const ir_attr *a, const ir_attr *b) {
+    if (a->type != b->type || strcmp(a->name, b->name) != 0) return false;
+    switch (a->type) {
+    case IR_ATTR_INT: return a->i == b->i;
+    case IR_ATTR_FLOAT: return memcmp(&a->f, &b->f, sizeof a->f) == 0;
+    case IR_ATTR_STRING: return strcmp(a->s ? a->s : "", b->s ? b->s : "") == 0;
+    case IR_ATTR_INTS:
+        return a->n == b->n && (!a->n || memcmp(a->ints, b->ints, sizeof(int64_t) * a->n) == 0);
+    case IR_ATTR_FLOATS:
+        return a->n == b->n && (!a->n || memcmp(a->floats, b->floats, sizeof(float) * a->n) == 0);
+    case IR_ATTR_STRINGS:
+        if (a->n != b->n) return false;
+        for (int i = 0; i < a->n; i++)
+            if (strcmp(a->strings[i], b->strings[i]) != 0) return false;
+        return true;
+    case IR_ATTR_TENSOR:
+        if (a->t_dtype != b->t_dtype || !ir_shape_eq(&a->t_shape, &b->t_shape)) return false;
+        if (a->t_blob == b->t_blob) return true;
+        if (!a->t_blob || !b->t_blob || ir_blob_bytes(a->t_blob) != ir_blob_bytes(b->t_blob))
+            return false;
+        return memcmp(ir_blob_data(a->t_blob), ir_blob_data(b->t_blob), ir_blob_bytes(a->t_blob)) ==
+               0;
+    }
+    return false;
+}
+
+/* Same op, attributes (in any order) and inputs, and the same outputs present: two such nodes
+ * compute the same bytes (for recomputable ops). */
+static bool mergeable(const ir_node *a, const ir_node *b) {
+    if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out || a->n_attrs != b->n_attrs)
+        return false;
+    if (!recomputable(a)) return false;
+    for (int k = 0; k < a->n_in; k++)
+        if (a->in[k] != b->in[k]) return false;
+    for (int k = 0; k < a->n_out; k++)
+        if ((a->out[k] < 0) != (b->out[k] < 0)) return false;
+    for (int i = 0; i < a->n_attrs; i++) {
+        int j = 0;
+        while (j < b->n_attrs && strcmp(a->attrs[i].name, b->attrs[j].name) != 0) j++;
+        if (j == b->n_attrs || !attr_equal(&a->attrs[i], &b->attrs[j])) return false;
+    }
+    return true;
+}
+
+static bool any_graph_output(const ir_graph *g, const ir_node *n) {
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && (g->values[n->out[k]].flags & IR_VF_OUTPUT)) return true;
+    return false;
+}
+
+typedef struct touch_set {
+    uint32_t ids[RW_MAX_TOUCHED];
+    int n;
+    bool overflow;
+} touch_set;
+
+static void touch(touch_set *t, uint32_t id) {
+    for (int i = 0; i < t->n; i++)
+        if (t->ids[i] == id) return;
+    if (t->n == RW_MAX_TOUCHED)
+        t->overflow = true;
+    else
+        t->ids[t->n++] = id;
+}
+
+/* Removes the nodes dead[i] != 0 and their output values (nobody may read them any more),
+ * compacting value ids; node ids stay. */
+static ir_status remove_nodes(ir_graph *g, const unsigned char *dead, ir_diag *d) {
+    int *remap = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!remap) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
+    for (int v = 0; v < g->n_values; v++) remap[v] = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (dead[i])
+            for (int k = 0; k < g->nodes[i].n_out; k++)
+                if (g->nodes[i].out[k] >= 0) remap[g->nodes[i].out[k]] = -1;
+    int nv = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        if (remap[v] < 0) {
+            ir_blob_unref(g->values[v].blob);
+            continue;
+        }
+        remap[v] = nv;
+        g->values[nv++] = g->values[v];
+    }
+    g->n_values = nv;
+    int nn = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (dead[i]) {
+            for (int a = 0; a < n->n_attrs; a++) {
+                ir_blob_unref(n->attrs[a].t_blob);
+                n->attrs[a].t_blob = NULL;
+            }
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) {
+                IR_ASSERT(remap[n->in[k]] >= 0); /* the caller rewired every reader */
+                n->in[k] = remap[n->in[k]];
+            }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) n->out[k] = remap[n->out[k]];
+        g->nodes[nn++] = *n;
+    }
+    g->n_nodes = nn;
+    for (int i = 0; i < g->n_inputs; i++) g->inputs[i] = remap[g->inputs[i]];
+    for (int i = 0; i < g->n_outputs; i++) {
+        IR_ASSERT(remap[g->outputs[i]] >= 0);
+        g->outputs[i] = remap[g->outputs[i]];
+    }
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
+    free(remap);
+    return IR_OK;
+}
+
+/* A fresh value named after v with suffix and the new node's id (names stay unique). */
+static int fresh_value(ir_graph *g, int v, const char *suffix, uint32_t id) {
+    char name[512];
+    snprintf(name, sizeof name, "%.400s.%s%u", g->values[v].name, suffix, id);
+    ir_shape shape = g->values[v].shape; /* adding a value may move g->values */
+    return ir_graph_add_value(g, name, g->values[v].dtype, &shape);
+}
+
+/* Adds a node named after base (suffix and its id) and infers its outputs. */
+static ir_status add_node(ir_graph *g, ir_op_kind op, const char *base, const char *suffix,
+                          int n_in, const int *in, int n_out, const int *out, int n_attrs,
+                          const ir_attr *attrs, ir_diag *d) {
+    char name[512];
+    snprintf(name, sizeof name, "%.400s.%s%u", base, suffix, g->next_node_id);
+    int ni = ir_graph_add_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
+    if (ni < 0) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory adding node '%s'", name);
+    return ir_node_infer(g, &g->nodes[ni], d);
+}
+
+/* Sorts, re-checks and validates the edited graph. */
+static ir_status finish(ir_graph *g, ir_diag *d) {
+    ir_status st = ir_graph_toposort(g, d);
+    if (st != IR_OK) return st;
+#ifdef MAGPIE_DEBUG
+    /* Debug builds re-infer every node (DESIGN.md decision 4): a rewrite must leave shapes
+     * consistent everywhere, not only at the nodes it added. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        ir_shape old[16];
+        ir_dtype oldt[16];
+        int no = n->n_out < 16 ? n->n_out : 16;
+        for (int k = 0; k < no; k++)
+            if (n->out[k] >= 0) {
+                old[k] = g->values[n->out[k]].shape;
+                oldt[k] = g->values[n->out[k]].dtype;
+            }
+        if (!ir_op_get(n->op)) continue;
+        if ((st = ir_node_infer(g, n, d)) != IR_OK) return st;
+        for (int k = 0; k < no; k++)
+            if (n->out[k] >= 0 && (!ir_shape_eq(&old[k], &g->values[n->out[k]].shape) ||
+                                   oldt[k] != g->values[n->out[k]].dtype))
+                return ir_node_fail(d, IR_ERR_INTERNAL, n,
+                                    "output %d changed shape on re-inference", k);
+    }
+#endif
+    return ir_graph_validate(g, d);
+}
+
+/* ---------------------------------------------------------------- the rules */
+
+static ir_status need_node(const ir_graph *g, uint32_t id, const char *role, int *idx, ir_diag *d) {
+    *idx = find_node(g, id);
+    if (*idx < 0)
+        return ir_diag_set(d, IR_ERR_INVALID, "rewrite: no node with id %u (%s)", id, role);
+    return IR_OK;
+}
+
+/* The value v = A.out[r->value] and user B of a remat or swap. */
+static ir_status value_and_user(const ir_graph *g, const rw_rewrite *r, int *ia, int *ib, int *v,
+                                ir_diag *d) {
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "producer", ia, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "user", ib, d)) != IR_OK) return st;
+    const ir_node *a = &g->nodes[*ia];
+    if (r->value < 0 || r->value >= a->n_out || a->out[r->value] < 0)
+        return ir_node_fail(d, IR_ERR_INVALID, a, "rewrite: no output %d", r->value);
+    *v = a->out[r->value];
+    if (*ia == *ib || !node_reads(&g->nodes[*ib], *v))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[*ib], "rewrite: does not read '%s'",
+                            g->values[*v].name);
+    return IR_OK;
+}
+
+static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+    int ia, ib, v;
+    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
+    if (st != IR_OK) return st;
+    const ir_node *a = &g->nodes[ia];
+    if (!recomputable(a))
+        return ir_node_fail(d, IR_ERR_INVALID, a, "rewrite: this op cannot be rematerialized");
+    /* The node array may move while nodes are added; in/out/attrs live in the arena and stay. */
+    ir_op_kind op = a->op;
+    const char *name = a->name;
+    int n_in = a->n_in, n_out = a->n_out, n_attrs = a->n_attrs;
+    const int *in = a->in, *out = a->out;
+    const ir_attr *attrs = a->attrs;
+    uint32_t aid = a->id, bid = g->nodes[ib].id, nid = g->next_node_id;
+    int *outs = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1));
+    if (!outs) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
+    for (int k = 0; k < n_out; k++) {
+        outs[k] = out[k] >= 0 ? fresh_value(g, out[k], "remat", nid) : -1;
+        if (out[k] >= 0 && outs[k] < 0) {
+            free(outs);
+            return ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
+        }
+    }
+    int vr = outs[r->value];
+    st = add_node(g, op, name, "remat", n_in, in, n_out, outs, n_attrs, attrs, d);
+    free(outs);
+    if (st != IR_OK) return st;
+    replace_input(&g->nodes[ib], v, vr);
+    touch(t, aid);
+    touch(t, nid);
+    touch(t, bid);
+    return IR_OK;
+}
+
+static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+    int ia, ib;
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "kept", &ia, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "merged", &ib, d)) != IR_OK) return st;
+    const ir_node *a = &g->nodes[ia], *b = &g->nodes[ib];
+    if (ia == ib || !mergeable(a, b))
+        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: cannot merge into node '%s'", a->name);
+    if (any_graph_output(g, b))
+        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: produces a graph output");
+    touch(t, a->id);
+    touch(t, b->id);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (i == ib) continue;
+        ir_node *u = &g->nodes[i];
+        for (int k = 0; k < b->n_out; k++)
+            if (b->out[k] >= 0 && node_reads(u, b->out[k])) {
+                replace_input(u, b->out[k], a->out[k]);
+                touch(t, u->id);
+            }
+    }
+    if (t->overflow)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, b, "rewrite: touches over %d nodes",
+                            RW_MAX_TOUCHED);
+    unsigned char *dead = calloc((size_t)g->n_nodes, 1);
+    if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory merging nodes");
+    dead[ib] = 1;
+    st = remove_nodes(g, dead, d);
+    free(dead);
+    return st;
+}
+
+static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+    int ia, ib, v;
+    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
+    if (st != IR_OK) return st;
+    if (ir_value_on_host(g, v))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                            "rewrite: '%s' is already on the host", g->values[v].name);
+    if (g->nodes[ib].op == IR_OP_Store)
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib], "rewrite: swapping into a Store");
+    uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, sid = g->next_node_id;
+    const char *base = g->values[v].name;
+    int h = fresh_value(g, v, "host", sid), l = fresh_value(g, v, "load", sid + 1);
+    if (h < 0 || l < 0) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory swapping");
+    if ((st = add_node(g, IR_OP_Store, base, "store", 1, &v, 1, &h, 0, NULL, d)) != IR_OK ||
+        (st = add_node(g, IR_OP_Load, base, "load", 1, &h, 1, &l, 0, NULL, d)) != IR_OK)
+        return st;
+    replace_input(&g->nodes[ib], v, l);
+    touch(t, aid);
+    touch(t, sid);
+    touch(t, sid + 1);
+    touch(t, bid);
+    return IR_OK;
+}
+
+static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+    int il, ib;
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "Load", &il, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "user", &ib, d)) != IR_OK) return st;
+    const ir_node *ld = &g->nodes[il];
+    int h = ld->n_in == 1 ? ld->in[0] : -1;
+    int is = h >= 0 ? g->values[h].producer : -1;
+    if (ld->op != IR_OP_Load || is < 0 || g->nodes[is].op != IR_OP_Store)
+        return ir_node_fail(d, IR_ERR_INVALID, ld, "rewrite: not a Load of a Store");
+    int l = ld->out[0], x = g->nodes[is].in[0];
+    if (il == ib || l < 0 || !node_reads(&g->nodes[ib], l))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib], "rewrite: does not read the Load");
+    replace_input(&g->nodes[ib], l, x);
+    touch(t, g->nodes[is].id);
+    touch(t, ld->id);
+    touch(t, g->nodes[ib].id);
+    unsigned char *dead = calloc((size_t)g->n_nodes, 1);
+    if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing swap ops");
+    if (!value_used(g, l, -1)) {
+        dead[il] = 1;
+        if (!value_used(g, h, il)) dead[is] = 1;
+    }
+    st = remove_nodes(g, dead, d);
+    free(dead);
+    return st;
+}
+
+ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
+                   ir_status *st, ir_diag *d) {
+    ir_status s = IR_OK;
+    touch_set t = {.n = 0};
+    if (n_touched) *n_touched = 0;
+    ir_graph *g2 = ir_graph_clone(g);
+    if (!g2) {
+        s = ir_diag_set(d, IR_ERR_NOMEM, "out of memory copying the graph");
+        goto out;
+    }
+    switch (r->kind) {
+    case RW_REMAT: s = apply_remat(g2, r, &t, d); break;
+    case RW_DEREMAT: s = apply_deremat(g2, r, &t, d); break;
+    case RW_SWAP: s = apply_swap(g2, r, &t, d); break;
+    case RW_DESWAP: s = apply_deswap(g2, r, &t, d); break;
+    default: s = ir_diag_set(d, IR_ERR_INVALID, "rewrite: unknown kind %d", r->kind); break;
+    }
+    if (s == IR_OK) s = finish(g2, d);
+    if (s != IR_OK) {
+        ir_graph_free(g2);
+        g2 = NULL;
+        goto out;
+    }
+    if (touched) memcpy(touched, t.ids, sizeof(uint32_t) * (size_t)t.n);
+    if (n_touched) *n_touched = t.n;
+out:
+    if (st) *st = s;
+    return g2;
+}
+
+/* ---------------------------------------------------------------- candidates (heuristic H2) */
+
+/* The schedule step of node i under m: the def step of its first output (-1 when it has none). */
+static int node_step(const ir_graph *g, const sched_memory *m, int i) {
+    const ir_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) return m->lifetimes[n->out[k]].def_step;
+    return -1;
+}
+
+static bool push(rw_rewrite *out, int max, int *cnt, rw_rewrite r) {
+    if (*cnt >= max) return false;
+    out[(*cnt)++] = r;
+    return true;
+}
+
+int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max) {
+    int cnt = 0;
+    if (!out || max <= 0) return 0;
+    bool have_m = m && m->lifetimes && m->n_steps == g->n_nodes;
+    int *users = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    if (!users) return 0;
+    /* Remat, then swap: for each hot-spot produced by a node, every user after the first. */
+    for (int pass = 0; pass < 2 && have_m; pass++)
+        for (int h = 0; h < m->n_hotspots; h++) {
+            int v = m->hotspots[h], p = g->values[v].producer;
+            if (p < 0 || ir_value_on_host(g, v)) continue;
+            const ir_node *a = &g->nodes[p];
+            if (pass == 0 && !recomputable(a)) continue;
+            int k = 0;
+            while (k < a->n_out && a->out[k] != v) k++;
+            int nu = 0, first = -1;
+            for (int i = 0; i < g->n_nodes; i++)
+                if (i != p && node_reads(&g->nodes[i], v)) {
+                    users[nu++] = i;
+                    int s = node_step(g, m, i);
+                    if (first < 0 || s < first) first = s;
+                }
+            if (nu < 2 && pass == 0) continue;
+            for (int u = 0; u < nu; u++) {
+                const ir_node *b = &g->nodes[users[u]];
+                if (node_step(g, m, users[u]) <= first || b->op == IR_OP_Store) continue;
+                rw_rewrite r = {.kind = pass == 0 ? RW_REMAT : RW_SWAP,
+                                .node_id = a->id,
+                                .value = k,
+                                .user_id = b->id};
+                if (!push(out, max, &cnt, r)) goto out;
+            }
+        }
+    /* Deremat: every mergeable pair, the later one (by index) merged into the earlier. */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            const ir_node *a = &g->nodes[i], *b = &g->nodes[j];
+            if (a->op != b->op || !mergeable(a, b) || any_graph_output(g, b)) continue;
+            int nu = 0;
+            for (int x = 0; x < g->n_nodes; x++)
+                for (int k = 0; k < b->n_out; k++)
+                    if (b->out[k] >= 0 && node_reads(&g->nodes[x], b->out[k])) {
+                        nu++;
+                        break;
+                    }
+            if (nu + 2 > RW_MAX_TOUCHED) continue;
+            rw_rewrite r = {.kind = RW_DEREMAT, .node_id = a->id, .user_id = b->id};
+            if (!push(out, max, &cnt, r)) goto out;
+        }
+    /* Deswap: every user of a Load of a Store. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *ld = &g->nodes[i];
+        if (ld->op != IR_OP_Load || ld->in[0] < 0 || ld->out[0] < 0) continue;
+        int p = g->values[ld->in[0]].producer;
+        if (p < 0 || g->nodes[p].op != IR_OP_Store) continue;
+        for (int j = 0; j < g->n_nodes; j++)
+            if (j != i && node_reads(&g->nodes[j], ld->out[0])) {
+                rw_rewrite r = {.kind = RW_DESWAP, .node_id = ld->id, .user_id = g->nodes[j].id};
+                if (!push(out, max, &cnt, r)) goto out;
+            }
+    }
+out:
+    free(users);
+    return cnt;
+}
