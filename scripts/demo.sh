@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh - the main job on the bundled example: installs what is missing, builds, then
-# inspects and runs the bundled example (a ResNet at reduced width, exported from torchvision's
+# inspects, runs and schedules the bundled example (a ResNet at reduced width, exported from torchvision's
 # ResNet code by tests/fixtures/gen_fixtures.py), writing its outputs and memory plot to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,3 +10,6 @@ ex=tests/fixtures/numeric/resnet_small
 mkdir -p out/demo
 ./build/magpie inspect "$ex/model.onnx" --plot out/demo/memory.svg
 ./build/magpie run "$ex/model.onnx" -i "$ex/input_0.npy" -o out/demo
+# its training graph (sum loss, backward, one SGD step): eager order against the memory-minimizing
+# order, simulated on the default device (analytic:rtx3090); out/demo/schedule.svg plots both
+./build/magpie schedule "$ex/model.onnx" --train --optimizer sgd --plot out/demo/schedule.svg
