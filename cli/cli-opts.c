@@ -44,6 +44,17 @@ static const opt_def defs[] = {
     {CLI_OPT_ORDER, "order", 0, "eager|memory",
      "order of the nodes: eager (the model's node order) or memory (the memory-minimizing"
      " order); run defaults to eager"},
+    {CLI_OPT_SEARCH, "mem-limit", 0, "X",
+     "memory limit: a ratio of the unoptimized peak (0.5) or absolute (512MiB, 8GiB)"},
+    {CLI_OPT_SEARCH, "lat-limit", 0, "X",
+     "latency limit: a ratio of the unoptimized latency (1.10) or absolute (12ms, 1.5s)"},
+    {CLI_OPT_SEARCH, "time", 0, "T", "search time budget (10s, 500ms; default: 10s)"},
+    {CLI_OPT_SEARCH, "max-states", 0, "K", "stop after K distinct states (default: 2^20)"},
+    {CLI_OPT_SEARCH, "threads", 0, "N", "search threads (default: the CPUs available)"},
+    {CLI_OPT_SEARCH, "rules", 0, "LIST",
+     "rule families, comma-separated: remat, swap, reorder (default: all three)"},
+    {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
+    {CLI_OPT_SEARCH, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -235,6 +246,21 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         o->order = val;
         return CLI_EXIT_OK;
     case CLI_OPT_TRAIN: return cli_train_opt(cmd, o, od->lng, val);
+    case CLI_OPT_SEARCH: {
+        if (!strcmp(od->lng, "quiet")) {
+            o->quiet = true;
+            return CLI_EXIT_OK;
+        }
+        const char **slot = !strcmp(od->lng, "mem-limit")    ? &o->mem_limit
+                            : !strcmp(od->lng, "lat-limit")  ? &o->lat_limit
+                            : !strcmp(od->lng, "time")       ? &o->time_budget
+                            : !strcmp(od->lng, "max-states") ? &o->max_states
+                            : !strcmp(od->lng, "threads")    ? &o->threads
+                            : !strcmp(od->lng, "rules")      ? &o->rules
+                                                             : &o->delta;
+        *slot = val;
+        return CLI_EXIT_OK;
+    }
     }
     return cli_fail(CLI_EXIT_INTERNAL, "option table out of date");
 }

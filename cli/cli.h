@@ -20,6 +20,8 @@ enum cli_exit {
     CLI_EXIT_OK = 0,
     CLI_EXIT_INTERNAL = 1,
     CLI_EXIT_USAGE = 2, /* bad input or usage */
+    CLI_EXIT_LIMIT = 3, /* completed, but the limit was not met or `verify` found a mismatch */
+    CLI_EXIT_INTERRUPTED = 4, /* SIGINT/SIGTERM, after the plan was written */
 };
 
 /* ---------------------------------------------------------------- options */
@@ -40,6 +42,9 @@ enum cli_opt_mask {
     CLI_OPT_TRAIN = 1u << 10,
     CLI_OPT_ORDER = 1u << 11,  /* --order eager|memory */
     CLI_OPT_REPEAT = 1u << 12, /* --repeat N */
+    /* --mem-limit, --lat-limit, --time, --max-states, --threads, --rules, --delta, --quiet
+     * (cmd-optimize.c parses the values) */
+    CLI_OPT_SEARCH = 1u << 13,
 };
 
 typedef struct cli_input {
@@ -66,6 +71,9 @@ typedef struct cli_opts {
     bool train;               /* --train: work on the training graph (cli_load_graph) */
     ir_train_opts train_opts; /* --loss, --target, --optimizer, --lr */
     const char *train_only;   /* the first option given that needs --train, for the error */
+    /* CLI_OPT_SEARCH values as given (NULL when absent); cmd-optimize.c parses them */
+    const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta;
+    bool quiet;
     int n_pos;
     const char **pos; /* positional arguments, in order */
     bool help;        /* --help / -h was given: print the sub-command's help */
@@ -107,6 +115,28 @@ int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_profile(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o);
+
+/* ---------------------------------------------------------------- limits (limits.c) */
+
+/* DESIGN.md "Limits": a plain number is a ratio of the unoptimized value; with a unit it is
+ * absolute: bytes (B, KiB, MiB, GiB, TiB; binary) or seconds (us, ms, s). */
+typedef enum cli_limit_kind {
+    CLI_LIMIT_RATIO = 0,
+    CLI_LIMIT_BYTES,
+    CLI_LIMIT_SECONDS,
+} cli_limit_kind;
+
+typedef struct cli_limit {
+    cli_limit_kind kind;
+    double value; /* > 0 and finite */
+} cli_limit;
+
+/* Parses s; false when it is not a positive finite number with an optional known unit. */
+bool cli_parse_limit(const char *s, cli_limit *out);
+/* The absolute value of l against the unoptimized value base (a ratio times base). */
+double cli_limit_resolve(const cli_limit *l, double base);
 
 /* ---------------------------------------------------------------- errors */
 

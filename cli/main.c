@@ -77,6 +77,44 @@ static const cli_cmd cmds[] = {
         .max_pos = 1,
         .run = cli_cmd_schedule,
     },
+    {
+        .name = "optimize",
+        .args = "MODEL.onnx",
+        .summary = "search for a plan within a memory or latency limit (remat, swap, reorder)",
+        .details =
+            "Searches (MAGIS Algorithm 3, best-first on --threads workers) over rewrites of\n"
+            "the model or, with --train, its training graph: rematerialization, swapping\n"
+            "(Store/Load to host memory) and their inverses, applied at the memory\n"
+            "hot-spots, each child re-scheduled incrementally from the memory DP's order\n"
+            "and simulated under --device. Exactly one limit: --mem-limit X minimises\n"
+            "latency with the peak within X; --lat-limit X minimises the peak with the\n"
+            "latency within X. A plain number is a ratio of the unoptimized (eager) value,\n"
+            "a unit makes it absolute (512MiB, 8GiB, 12ms, 1.5s). Writes DIR/optimized.onnx\n"
+            "(nodes in the schedule's order), DIR/schedule.json and DIR/report.json\n"
+            "(default DIR: magpie-out). Exit 3 when the limit is not met (the plan is still\n"
+            "written), 4 when interrupted. Not yet searched: fission (F-Trees) and\n"
+            "substitution rules.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_SEED | CLI_OPT_OUTDIR | CLI_OPT_JSON |
+                CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TRAIN | CLI_OPT_SEARCH,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_optimize,
+    },
+    {
+        .name = "verify",
+        .args = "ORIGINAL.onnx OPTIMIZED.onnx",
+        .summary = "run a model and its optimized plan on the same inputs and compare outputs",
+        .details = "Runs both on the CPU executor with the same inputs (-i files bound by name;\n"
+                   "unbound inputs and weights without values are drawn from --seed and the\n"
+                   "tensor's name) and reports each output's relative error and both measured\n"
+                   "peaks. Exit 0 when every output agrees within 1e-4, 3 otherwise. With --train\n"
+                   "the original is built as a training graph; the optimized file already is one.",
+        .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_JSON |
+                CLI_OPT_TRAIN,
+        .min_pos = 2,
+        .max_pos = 2,
+        .run = cli_cmd_verify,
+    },
 };
 #define N_CMDS ((int)(sizeof cmds / sizeof cmds[0]))
 
@@ -91,7 +129,8 @@ static void print_main_help(FILE *f) {
                "       magpie help COMMAND | magpie COMMAND --help | magpie --version\n\n"
                "magpie optimizes deep-learning graphs for memory and speed.\n\ncommands:\n");
     for (int i = 0; i < N_CMDS; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
-    fprintf(f, "\nexit status: 0 success, 1 internal error, 2 bad input or usage.\n");
+    fprintf(f, "\nexit status: 0 success, 1 internal error, 2 bad input or usage, 3 limit not met\n"
+               "or verify mismatch, 4 interrupted.\n");
 }
 
 static void print_cmd_help(FILE *f, const cli_cmd *c) {

@@ -236,4 +236,85 @@ const void *xp_pool_best(const xp_pool *p, xp_key *key);
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per);
 const char *xp_stop_reason_to_string(xp_stop_reason r);
 
+/* ---------------------------------------------------------------- memory-optimizer search */
+
+/* xs_search (xp-search.c): MAGIS Algorithm 3 over the schedule-based rules of rules.h, on the
+ * xp_pool above. A state is a graph (owned), its order, its simulated (peak device bytes,
+ * latency) and its fingerprint (ir_graph_hash). The start state is the model with the memory
+ * DP's order (XS_RULE_REORDER; the eager order when that is better under the mode's key, or
+ * without the flag). Expanding a state lists rw_candidates on its hot-spots (the enabled
+ * families only), applies each, re-schedules incrementally from the parent's order with the
+ * touched ids, re-places swaps when the graph has Store/Load, simulates under the cost model
+ * and emits the child.
+ *
+ * BetterThan (Algorithm 3, line 2), per mode, with limit X and relaxation delta:
+ *   XS_MODE_MEM: (max(a.mem, X), a.lat) < (max(delta * b.mem, X), delta * b.lat)
+ *   XS_MODE_LAT: (max(a.lat, X), a.mem) < (max(delta * b.lat, X), delta * b.mem)
+ * lexicographically. Fission (F-Trees) and substitution rules are not part of it yet. */
+
+#include "ir.h"
+#include "prof.h"
+#include "schedule.h"
+
+#include <signal.h>
+
+typedef enum xs_mode {
+    XS_MODE_MEM = 0, /* limit in bytes: minimise latency within a memory limit */
+    XS_MODE_LAT,     /* limit in seconds: minimise memory within a latency limit */
+} xs_mode;
+
+enum xs_rule_flags {
+    XS_RULE_REMAT = 1u << 0,   /* rematerialization and its inverse */
+    XS_RULE_SWAP = 1u << 1,    /* swapping (Store/Load) and its inverse */
+    XS_RULE_REORDER = 1u << 2, /* start from the memory DP's order */
+    XS_RULE_ALL = 7u,
+};
+
+typedef struct xs_progress {
+    double seconds;
+    uint64_t expanded, generated;
+    size_t best_peak_bytes;
+    double best_latency_s;
+} xs_progress;
+
+typedef struct xs_options {
+    int mode;     /* xs_mode */
+    double limit; /* bytes (XS_MODE_MEM) or seconds (XS_MODE_LAT), absolute */
+    double delta; /* <= 0: 1.1 */
+    unsigned rules;
+    int threads;        /* <= 0: xp_default_threads() */
+    uint64_t seed;      /* the pool's victim order */
+    double max_seconds; /* <= 0: none */
+    size_t max_states;  /* fingerprints; 0: 2^20 */
+    prof_model *cost;   /* profiled for g already when measured */
+    /* Called about once a second from the calling thread while the search runs; may be NULL. */
+    void (*progress)(void *arg, const xs_progress *p);
+    void *progress_arg;
+    /* Polled by the calling thread: once non-zero the search stops (a SIGINT handler sets it). */
+    volatile sig_atomic_t *interrupt;
+} xs_options;
+
+typedef struct xs_result {
+    ir_graph *best;  /* owned: the best graph; its order below */
+    int *best_order; /* best->n_nodes node indices */
+    size_t best_peak_bytes;
+    double best_latency_s;
+    int applied[4];          /* rewrites on the best state's chain, by rw_kind */
+    size_t eager_peak_bytes; /* the model in its eager order */
+    double eager_latency_s;
+    size_t start_peak_bytes; /* the start state */
+    double start_latency_s;
+    double start_seconds, search_seconds; /* the start state's scheduling; the pool's run */
+    xp_pool_stats stats;
+    bool interrupted;
+} xs_result;
+
+/* Runs the search on g (not modified). On failure returns the status with d set and *r
+ * zeroed. */
+ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
+void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
+/* The relaxed BetterThan above on (peak bytes, latency) pairs. */
+bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem, double b_lat,
+               double delta);
+
 #endif

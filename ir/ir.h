@@ -429,6 +429,11 @@ ir_status ir_npy_write(const char *path, ir_dtype dtype, const ir_shape *shape, 
 
 /* Deterministic 64-bit hash (for seeded weights, fingerprints). */
 uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
+/* Structural fingerprint of g (ir-hash.c), Weisfeiler-Lehman style over both directions of
+ * the edges: op kinds, attribute values, output dtypes and shapes, residents by name, dtype and
+ * shape, and who produces and reads what; free of node names, node ids and node order. 0 only
+ * when out of memory (or by a 2^-64 chance). */
+uint64_t ir_graph_hash(const ir_graph *g);
 static inline uint64_t ir_mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
