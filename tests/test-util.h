@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ir.h"
 #include "schedule.h"
@@ -231,6 +233,50 @@ static inline const char *tu_src_path(const char *rel, char *buf, size_t n) {
     const char *root = getenv("MAGPIE_SOURCE_DIR");
     snprintf(buf, n, "%s/%s", root ? root : ".", rel);
     return buf;
+}
+
+/* ---------------------------------------------------------------- running the magpie binary */
+
+/* What `magpie ARGS` printed and returned. */
+typedef struct tu_proc {
+    int rc; /* exit status, -1 when it did not exit normally */
+    char out[1 << 16];
+    char err[8192];
+} tu_proc;
+
+/* The binary under test: MAGPIE_BIN (set by ctest), else build/magpie. */
+static inline const char *tu_magpie_bin(void) {
+    const char *b = getenv("MAGPIE_BIN");
+    return b ? b : "build/magpie";
+}
+
+/* Runs `magpie ARGS` through the shell from the source tree (ARGS are fixed test strings),
+ * capturing stdout and stderr. */
+static inline void tu_magpie(tu_proc *p, const char *args) {
+    char err_path[64], cmd[4096], src[1024];
+    snprintf(err_path, sizeof err_path, "/tmp/magpie-test-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", tu_src_path("", src, sizeof src),
+             tu_magpie_bin(), args, err_path);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(p->out, 1, sizeof p->out - 1, f);
+    p->out[n] = 0;
+    int status = pclose(f);
+    p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    FILE *e = fopen(err_path, "r");
+    size_t m = e ? fread(p->err, 1, sizeof p->err - 1, e) : 0;
+    p->err[m] = 0;
+    if (e) fclose(e);
+    unlink(err_path);
+}
+
+/* The number after the first "key": in json (the keys checked occur once); fails when absent. */
+static inline double tu_json_num(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p) fail_msg("key '%s' missing in %s", key, json);
+    return strtod(p + strlen(pat), NULL);
 }
 
 #endif

@@ -11,43 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *bin(void) {
-    const char *b = getenv("MAGPIE_BIN");
-    return b ? b : "build/magpie";
-}
-
-typedef struct proc {
-    int rc;
-    char out[1 << 16];
-    char err[8192];
-} proc;
-
-static void run(proc *p, const char *args) {
-    char err_path[64], cmd[4096], src[1024];
-    snprintf(err_path, sizeof err_path, "/tmp/magpie-opt-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", tu_src_path("", src, sizeof src), bin(),
-             args, err_path);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(p->out, 1, sizeof p->out - 1, f);
-    p->out[n] = 0;
-    int status = pclose(f);
-    p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    FILE *e = fopen(err_path, "r");
-    size_t m = e ? fread(p->err, 1, sizeof p->err - 1, e) : 0;
-    p->err[m] = 0;
-    if (e) fclose(e);
-    unlink(err_path);
-}
-
-static double json_num(const char *json, const char *key) {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p) fail_msg("key '%s' missing in %s", key, json);
-    return strtod(p + strlen(pat), NULL);
-}
-
 static bool exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
@@ -68,23 +31,23 @@ static void remove_dir(const char *dir) {
 
 /* optimize, verify and run one fixture; extra: "" or "--train". */
 static void check_fixture(const char *name, const char *extra) {
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
     make_dir(dir, sizeof dir);
     snprintf(args, sizeof args,
              "optimize " FIX "%s/model.onnx %s --lat-limit 1.10 --time 2 --threads 2 -o %s/plan "
              "--json --quiet",
              name, extra, dir);
-    run(p, args);
+    tu_magpie(p, args);
     if (p->rc != 0) fail_msg("%s: optimize exit %d: %s", name, p->rc, p->err);
     assert_true(p->out[0] == '{');
-    double base = json_num(p->out, "baseline_peak_bytes");
-    double best = json_num(p->out, "best_peak_bytes");
-    double lat0 = json_num(p->out, "baseline_latency_seconds");
-    double lat = json_num(p->out, "best_latency_seconds");
+    double base = tu_json_num(p->out, "baseline_peak_bytes");
+    double best = tu_json_num(p->out, "best_peak_bytes");
+    double lat0 = tu_json_num(p->out, "baseline_latency_seconds");
+    double lat = tu_json_num(p->out, "best_latency_seconds");
     assert_true(best > 0 && best <= base);
     assert_true(lat <= 1.10 * lat0 * (1 + 1e-12));
-    assert_true(json_num(p->out, "states_explored") >= 1);
+    assert_true(tu_json_num(p->out, "states_explored") >= 1);
     assert_non_null(strstr(p->out, "\"met\":true"));
     static const char *const files[] = {"optimized.onnx", "schedule.json", "report.json"};
     for (int i = 0; i < 3; i++) {
@@ -99,21 +62,21 @@ static void check_fixture(const char *name, const char *extra) {
     size_t n = fread(rep, 1, (1 << 16) - 1, f);
     fclose(f);
     assert_true(n > 0);
-    assert_true(json_num(rep, "best_peak_bytes") == best);
+    assert_true(tu_json_num(rep, "best_peak_bytes") == best);
     free(rep);
 
     snprintf(args, sizeof args, "verify " FIX "%s/model.onnx %s %s/plan/optimized.onnx --json",
              name, extra, dir);
-    run(p, args);
+    tu_magpie(p, args);
     if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", name, p->rc, p->out, p->err);
     assert_non_null(strstr(p->out, "\"match\":true"));
 
     snprintf(args, sizeof args,
              "run %s/plan/optimized.onnx -i " FIX "%s/input_0.npy -o %s/run --json", dir, name,
              dir);
-    run(p, args);
+    tu_magpie(p, args);
     if (p->rc != 0) fail_msg("%s: run exit %d: %s", name, p->rc, p->err);
-    double measured = json_num(p->out, "peak_bytes");
+    double measured = tu_json_num(p->out, "peak_bytes");
     if (measured != best)
         fail_msg("%s: run measures %.0f, optimize reported %.0f", name, measured, best);
     remove_dir(dir);
@@ -137,19 +100,20 @@ static void test_cnn_bn_train(void **state) {
 
 static void test_impossible_limit_exits_3(void **state) {
     (void)state;
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
     make_dir(dir, sizeof dir);
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --mem-limit 1KiB --time 2 "
              "--max-states 200 --threads 2 -o %s --json --quiet",
              dir);
-    run(p, args);
+    tu_magpie(p, args);
     if (p->rc != 3) fail_msg("exit %d, expected 3: %s", p->rc, p->err);
     assert_non_null(strstr(p->out, "\"met\":false"));
     assert_non_null(strstr(p->err, "warning"));
     /* the search still improves the peak */
-    assert_true(json_num(p->out, "best_peak_bytes") < json_num(p->out, "baseline_peak_bytes"));
+    assert_true(tu_json_num(p->out, "best_peak_bytes") <
+                tu_json_num(p->out, "baseline_peak_bytes"));
     snprintf(path, sizeof path, "%s/optimized.onnx", dir);
     assert_true(exists(path));
     snprintf(path, sizeof path, "%s/report.json", dir);
@@ -170,7 +134,7 @@ static void test_deterministic_one_thread(void **state) {
                                        "swap",
                                        "deswap"};
     double v[2][sizeof keys / sizeof keys[0]];
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     for (int k = 0; k < 2; k++) {
         char dir[64], args[512];
         make_dir(dir, sizeof dir);
@@ -178,11 +142,11 @@ static void test_deterministic_one_thread(void **state) {
                  "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 1 "
                  "--seed 1 --max-states 30 --time 60 -o %s --json --quiet",
                  dir);
-        run(p, args);
+        tu_magpie(p, args);
         if (p->rc != 0) fail_msg("run %d: exit %d: %s", k, p->rc, p->err);
         assert_non_null(strstr(p->out, "\"stop_reason\":\"states-full\""));
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            v[k][i] = json_num(p->out, keys[i]);
+            v[k][i] = tu_json_num(p->out, keys[i]);
         remove_dir(dir);
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -209,13 +173,13 @@ static void test_bad_limits_exit_2(void **state) {
         "--mem-limit 0.5 --max-states 0",
         "--mem-limit 0.5 --delta 0.5",
     };
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
     make_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "optimize " FIX "resnet_small/model.onnx %s -o %s/out", bad[i],
                  dir);
-        run(p, args);
+        tu_magpie(p, args);
         if (p->rc != 2) fail_msg("'%s': exit %d, expected 2", bad[i], p->rc);
         assert_string_equal(p->out, "");
         assert_non_null(strstr(p->err, "magpie:"));
@@ -228,8 +192,8 @@ static void test_bad_limits_exit_2(void **state) {
 
 static void test_verify_mismatch_exits_3(void **state) {
     (void)state;
-    proc *p = malloc(sizeof *p);
-    run(p, "verify " FIX "resnet_small/model.onnx " FIX "densenet_small/model.onnx --json");
+    tu_proc *p = malloc(sizeof *p);
+    tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX "densenet_small/model.onnx --json");
     assert_int_equal(p->rc, 3);
     assert_non_null(strstr(p->out, "\"match\":false"));
     free(p);

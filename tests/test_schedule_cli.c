@@ -9,45 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *bin(void) {
-    const char *b = getenv("MAGPIE_BIN");
-    return b ? b : "build/magpie";
-}
-
-typedef struct proc {
-    int rc;
-    char out[1 << 16];
-    char err[4096];
-} proc;
-
-/* Runs `magpie ARGS` through the shell (arguments here are fixed test strings). */
-static void run(proc *p, const char *args) {
-    char err_path[64], cmd[2048], src[1024];
-    snprintf(err_path, sizeof err_path, "/tmp/magpie-sched-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", tu_src_path("", src, sizeof src), bin(),
-             args, err_path);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(p->out, 1, sizeof p->out - 1, f);
-    p->out[n] = 0;
-    int status = pclose(f);
-    p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    FILE *e = fopen(err_path, "r");
-    size_t m = e ? fread(p->err, 1, sizeof p->err - 1, e) : 0;
-    p->err[m] = 0;
-    if (e) fclose(e);
-    unlink(err_path);
-}
-
-/* The number after the first "key": (the keys checked occur once); fails when absent. */
-static double json_num(const char *json, const char *key) {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p) fail_msg("key '%s' missing in %s", key, json);
-    return strtod(p + strlen(pat), NULL);
-}
-
 static bool has_key(const char *json, const char *key) {
     char pat[128];
     snprintf(pat, sizeof pat, "\"%s\":", key);
@@ -65,12 +26,12 @@ static int count_char(const char *s, char c) {
 static void test_json_keys_and_peaks(void **state) {
     static const char *const models[] = {"mlp", "resnet_small", "densenet_small",
                                          "inception_small"};
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char args[512];
         snprintf(args, sizeof args, "schedule tests/fixtures/numeric/%s/model.onnx --json",
                  models[i]);
-        run(p, args);
+        tu_magpie(p, args);
         if (p->rc != 0) fail_msg("%s: exit %d: %s", models[i], p->rc, p->err);
         /* exactly one object, one line */
         assert_true(p->out[0] == '{');
@@ -92,50 +53,52 @@ static void test_json_keys_and_peaks(void **state) {
         assert_non_null(strstr(p->out, "\"order\":\"memory\""));
         assert_non_null(strstr(p->out, "\"device\":\"analytic:rtx3090\""));
         assert_non_null(strstr(p->out, "\"hotspots\":[{\"name\":"));
-        double peak = json_num(p->out, "peak_bytes"), eager = json_num(p->out, "eager_peak_bytes");
+        double peak = tu_json_num(p->out, "peak_bytes"),
+               eager = tu_json_num(p->out, "eager_peak_bytes");
         assert_true(peak > 0 && peak <= eager);
-        assert_true(json_num(p->out, "latency_seconds") > 0);
-        assert_true(json_num(p->out, "peak_host_bytes") == 0);
+        assert_true(tu_json_num(p->out, "latency_seconds") > 0);
+        assert_true(tu_json_num(p->out, "peak_host_bytes") == 0);
         assert_non_null(strstr(p->out, "\"swaps_placed\":false")); /* no Store/Load here */
     }
     free(p);
 }
 
 static void test_eager_order(void **state) {
-    proc *p = malloc(sizeof *p);
-    run(p, "schedule " MODEL("resnet_small") " --order eager --json --device analytic:a100");
+    tu_proc *p = malloc(sizeof *p);
+    tu_magpie(p, "schedule " MODEL("resnet_small") " --order eager --json --device analytic:a100");
     if (p->rc != 0) fail_msg("exit %d: %s", p->rc, p->err);
     assert_non_null(strstr(p->out, "\"order\":\"eager\""));
     assert_non_null(strstr(p->out, "\"device\":\"analytic:a100\""));
-    assert_true(json_num(p->out, "peak_bytes") == json_num(p->out, "eager_peak_bytes"));
-    assert_true(json_num(p->out, "latency_seconds") == json_num(p->out, "eager_latency_seconds"));
+    assert_true(tu_json_num(p->out, "peak_bytes") == tu_json_num(p->out, "eager_peak_bytes"));
+    assert_true(tu_json_num(p->out, "latency_seconds") ==
+                tu_json_num(p->out, "eager_latency_seconds"));
     free(p);
 }
 
 /* The simulator's peak of the memory order is what the executor measures running it. */
 static void test_run_measures_schedule_peak(void **state) {
     static const char *const models[] = {"resnet_small", "densenet_small"};
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char dir[] = "/tmp/magpie-sched-cli-XXXXXX";
     assert_non_null(mkdtemp(dir));
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char args[1024];
         snprintf(args, sizeof args, "schedule tests/fixtures/numeric/%s/model.onnx --json",
                  models[i]);
-        run(p, args);
+        tu_magpie(p, args);
         if (p->rc != 0) fail_msg("%s: exit %d: %s", models[i], p->rc, p->err);
-        double sched_peak = json_num(p->out, "peak_bytes");
+        double sched_peak = tu_json_num(p->out, "peak_bytes");
         snprintf(args, sizeof args,
                  "run tests/fixtures/numeric/%s/model.onnx -i "
                  "tests/fixtures/numeric/%s/input_0.npy -o %s --order memory --json",
                  models[i], models[i], dir);
-        run(p, args);
+        tu_magpie(p, args);
         if (p->rc == 2 && strstr(p->err, "--order")) {
             print_message("run has no --order yet: skipped\n");
             break;
         }
         if (p->rc != 0) fail_msg("%s: run exit %d: %s", models[i], p->rc, p->err);
-        assert_true(json_num(p->out, "peak_bytes") == sched_peak);
+        assert_true(tu_json_num(p->out, "peak_bytes") == sched_peak);
     }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -144,11 +107,11 @@ static void test_run_measures_schedule_peak(void **state) {
 }
 
 static void test_text_and_plot(void **state) {
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char svg[64], args[512];
     snprintf(svg, sizeof svg, "/tmp/magpie-sched-cli-%d.svg", (int)getpid());
     snprintf(args, sizeof args, "schedule %s --plot %s", MODEL("densenet_small"), svg);
-    run(p, args);
+    tu_magpie(p, args);
     if (p->rc != 0) fail_msg("exit %d: %s", p->rc, p->err);
     assert_non_null(strstr(p->out, "peak "));
     assert_non_null(strstr(p->out, "latency "));
@@ -168,17 +131,17 @@ static void test_text_and_plot(void **state) {
 }
 
 static void test_usage_errors(void **state) {
-    proc *p = malloc(sizeof *p);
-    run(p, "schedule " MODEL("mlp") " --order fastest");
+    tu_proc *p = malloc(sizeof *p);
+    tu_magpie(p, "schedule " MODEL("mlp") " --order fastest");
     assert_int_equal(p->rc, 2);
     assert_int_equal(p->out[0], 0);
     assert_int_equal(count_char(p->err, '\n'), 1);
     assert_non_null(strstr(p->err, "fastest"));
-    run(p, "schedule " MODEL("mlp") " --device analytic:nosuchgpu --json");
+    tu_magpie(p, "schedule " MODEL("mlp") " --device analytic:nosuchgpu --json");
     assert_int_equal(p->rc, 2);
     assert_int_equal(p->out[0], 0);
     assert_int_equal(count_char(p->err, '\n'), 1);
-    run(p, "schedule tests/fixtures/numeric/no_such_model.onnx");
+    tu_magpie(p, "schedule tests/fixtures/numeric/no_such_model.onnx");
     assert_int_equal(p->rc, 2);
     assert_non_null(strstr(p->err, "no_such_model.onnx"));
     free(p);
@@ -192,7 +155,7 @@ static void test_training_graphs(void **state) {
                                          "transformer_encoder_train"};
     static const char *const optim[] = {"", "--optimizer adam"};
     static const char *const orders[] = {"memory", "eager"};
-    proc *p = malloc(sizeof *p);
+    tu_proc *p = malloc(sizeof *p);
     char dir[] = "/tmp/magpie-sched-cli-XXXXXX";
     assert_non_null(mkdtemp(dir));
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
@@ -203,21 +166,21 @@ static void test_training_graphs(void **state) {
                          "schedule tests/fixtures/numeric/%s/model.onnx --train %s --order %s "
                          "--json",
                          models[i], optim[k], orders[r]);
-                run(p, args);
+                tu_magpie(p, args);
                 if (p->rc != 0) fail_msg("%s: exit %d: %s", args, p->rc, p->err);
-                double peak = json_num(p->out, "peak_bytes"),
-                       eager = json_num(p->out, "eager_peak_bytes");
+                double peak = tu_json_num(p->out, "peak_bytes"),
+                       eager = tu_json_num(p->out, "eager_peak_bytes");
                 assert_true(peak > 0 && peak <= eager);
                 if (r == 1) assert_true(peak == eager);
                 snprintf(args, sizeof args,
                          "run tests/fixtures/numeric/%s/model.onnx -i "
                          "tests/fixtures/numeric/%s/input_0.npy -o %s --train %s --order %s --json",
                          models[i], models[i], dir, optim[k], orders[r]);
-                run(p, args);
+                tu_magpie(p, args);
                 if (p->rc != 0) fail_msg("%s: exit %d: %s", args, p->rc, p->err);
-                if (json_num(p->out, "peak_bytes") != peak)
+                if (tu_json_num(p->out, "peak_bytes") != peak)
                     fail_msg("%s: measured %.0f bytes, schedule said %.0f", args,
-                             json_num(p->out, "peak_bytes"), peak);
+                             tu_json_num(p->out, "peak_bytes"), peak);
             }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
