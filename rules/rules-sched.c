@@ -412,7 +412,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
     bool have_m = m && m->lifetimes && m->n_steps == g->n_nodes;
     int *users = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     if (!users) return 0;
-    /* Remat, then swap: for each hot-spot produced by a node, every user after the first. */
+    /* Remat, then swap, for each hot-spot produced by a node. Remat: every user after the first
+     * (the first keeps the original). Swap: every user that runs at least two steps after the
+     * producer, the first included: a lone far user is the classic swap, the tensor sits on the
+     * host across the gap. */
     for (int pass = 0; pass < 2 && have_m; pass++)
         for (int h = 0; h < m->n_hotspots; h++) {
             int v = m->hotspots[h], p = g->values[v].producer;
@@ -429,9 +432,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
                     if (first < 0 || s < first) first = s;
                 }
             if (nu < 2 && pass == 0) continue;
+            int earliest = pass == 0 ? first : node_step(g, m, p) + 1;
             for (int u = 0; u < nu; u++) {
                 const ir_node *b = &g->nodes[users[u]];
-                if (node_step(g, m, users[u]) <= first || b->op == IR_OP_Store) continue;
+                if (node_step(g, m, users[u]) <= earliest || b->op == IR_OP_Store) continue;
                 rw_rewrite r = {.kind = pass == 0 ? RW_REMAT : RW_SWAP,
                                 .node_id = a->id,
                                 .value = k,
