@@ -176,6 +176,12 @@ void cli_json_int(cli_json *j, int64_t v);
 void cli_json_uint(cli_json *j, uint64_t v);
 void cli_json_num(cli_json *j, double v); /* non-finite values write null */
 void cli_json_bool(cli_json *j, bool v);
+/* A key and its value in one call: the common case of an object member. */
+void cli_json_kv_str(cli_json *j, const char *key, const char *s);
+void cli_json_kv_int(cli_json *j, const char *key, int64_t v);
+void cli_json_kv_uint(cli_json *j, const char *key, uint64_t v);
+void cli_json_kv_num(cli_json *j, const char *key, double v);
+void cli_json_kv_bool(cli_json *j, const char *key, bool v);
 void cli_json_null(cli_json *j);
 /* [D0, D1, ...] */
 void cli_json_shape(cli_json *j, const ir_shape *s);

@@ -18,14 +18,10 @@ int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o) {
         cli_json j;
         cli_json_init(&j, stdout);
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "input");
-        cli_json_str(&j, in);
-        cli_json_key(&j, "output");
-        cli_json_str(&j, out);
-        cli_json_key(&j, "nodes");
-        cli_json_int(&j, g->n_nodes);
-        cli_json_key(&j, "values");
-        cli_json_int(&j, g->n_values);
+        cli_json_kv_str(&j, "input", in);
+        cli_json_kv_str(&j, "output", out);
+        cli_json_kv_int(&j, "nodes", g->n_nodes);
+        cli_json_kv_int(&j, "values", g->n_values);
         cli_json_obj_end(&j);
         cli_json_finish(&j);
     } else {

@@ -74,24 +74,15 @@ static const char *model_name(const ir_graph *g, const char *path) {
 static void json_train(cli_json *j, const ir_train_summary *t) {
     cli_json_key(j, "train");
     cli_json_obj_begin(j);
-    cli_json_key(j, "params");
-    cli_json_int(j, t->n_params);
-    cli_json_key(j, "param_bytes");
-    cli_json_uint(j, t->param_bytes);
-    cli_json_key(j, "gradient_bytes");
-    cli_json_uint(j, t->grad_bytes);
-    cli_json_key(j, "activation_bytes");
-    cli_json_uint(j, t->activation_bytes);
-    cli_json_key(j, "backward_bytes");
-    cli_json_uint(j, t->backward_bytes);
-    cli_json_key(j, "optimizer_state_bytes");
-    cli_json_uint(j, t->state_bytes);
-    cli_json_key(j, "forward_nodes");
-    cli_json_int(j, t->n_forward_nodes);
-    cli_json_key(j, "backward_nodes");
-    cli_json_int(j, t->n_backward_nodes);
-    cli_json_key(j, "update_nodes");
-    cli_json_int(j, t->n_update_nodes);
+    cli_json_kv_int(j, "params", t->n_params);
+    cli_json_kv_uint(j, "param_bytes", t->param_bytes);
+    cli_json_kv_uint(j, "gradient_bytes", t->grad_bytes);
+    cli_json_kv_uint(j, "activation_bytes", t->activation_bytes);
+    cli_json_kv_uint(j, "backward_bytes", t->backward_bytes);
+    cli_json_kv_uint(j, "optimizer_state_bytes", t->state_bytes);
+    cli_json_kv_int(j, "forward_nodes", t->n_forward_nodes);
+    cli_json_kv_int(j, "backward_nodes", t->n_backward_nodes);
+    cli_json_kv_int(j, "update_nodes", t->n_update_nodes);
     cli_json_obj_end(j);
 }
 
@@ -112,41 +103,25 @@ static void print_json(const ir_graph *g, const char *path, const inspect_stats 
     cli_json j;
     cli_json_init(&j, stdout);
     cli_json_obj_begin(&j);
-    cli_json_key(&j, "model");
-    cli_json_str(&j, model_name(g, path));
-    cli_json_key(&j, "file");
-    cli_json_str(&j, path);
-    cli_json_key(&j, "opset");
-    cli_json_int(&j, g->opset);
-    cli_json_key(&j, "nodes");
-    cli_json_int(&j, g->n_nodes);
-    cli_json_key(&j, "values");
-    cli_json_int(&j, g->n_values);
-    cli_json_key(&j, "opaque_nodes");
-    cli_json_int(&j, s->opaque);
-    cli_json_key(&j, "params");
-    cli_json_uint(&j, s->params);
-    cli_json_key(&j, "param_bytes");
-    cli_json_uint(&j, s->param_bytes);
-    cli_json_key(&j, "buffer_bytes");
-    cli_json_uint(&j, s->buffer_bytes);
-    cli_json_key(&j, "activation_bytes");
-    cli_json_uint(&j, s->activation_bytes);
-    cli_json_key(&j, "flops");
-    cli_json_num(&j, s->flops);
-    cli_json_key(&j, "eager_peak_bytes");
-    cli_json_uint(&j, m->peak_bytes);
-    cli_json_key(&j, "eager_peak_step");
-    cli_json_int(&j, m->peak_step);
-    cli_json_key(&j, "resident_bytes");
-    cli_json_uint(&j, m->resident_bytes);
-    cli_json_key(&j, "steps");
-    cli_json_int(&j, m->n_steps);
+    cli_json_kv_str(&j, "model", model_name(g, path));
+    cli_json_kv_str(&j, "file", path);
+    cli_json_kv_int(&j, "opset", g->opset);
+    cli_json_kv_int(&j, "nodes", g->n_nodes);
+    cli_json_kv_int(&j, "values", g->n_values);
+    cli_json_kv_int(&j, "opaque_nodes", s->opaque);
+    cli_json_kv_uint(&j, "params", s->params);
+    cli_json_kv_uint(&j, "param_bytes", s->param_bytes);
+    cli_json_kv_uint(&j, "buffer_bytes", s->buffer_bytes);
+    cli_json_kv_uint(&j, "activation_bytes", s->activation_bytes);
+    cli_json_kv_num(&j, "flops", s->flops);
+    cli_json_kv_uint(&j, "eager_peak_bytes", m->peak_bytes);
+    cli_json_kv_int(&j, "eager_peak_step", m->peak_step);
+    cli_json_kv_uint(&j, "resident_bytes", m->resident_bytes);
+    cli_json_kv_int(&j, "steps", m->n_steps);
     cli_json_key(&j, "ops");
     cli_json_obj_begin(&j);
     for (int i = 0; i < s->n_ops; i++) {
-        cli_json_key(&j, s->ops[i].op);
-        cli_json_int(&j, s->ops[i].count);
+        cli_json_kv_int(&j, s->ops[i].op, s->ops[i].count);
     }
     cli_json_obj_end(&j);
     cli_json_key(&j, "inputs");
@@ -171,8 +146,7 @@ static void print_json(const ir_graph *g, const char *path, const inspect_stats 
     }
     cli_json_arr_end(&j);
     if (plot) {
-        cli_json_key(&j, "plot");
-        cli_json_str(&j, plot);
+        cli_json_kv_str(&j, "plot", plot);
     }
     if (t) json_train(&j, t);
     cli_json_obj_end(&j);

@@ -148,99 +148,66 @@ typedef struct report {
 static void report_json(cli_json *j, const report *p) {
     const xs_result *r = p->r;
     cli_json_obj_begin(j);
-    cli_json_key(j, "model");
-    cli_json_str(j, p->model);
-    cli_json_key(j, "device");
-    cli_json_str(j, p->device);
-    cli_json_key(j, "output_dir");
-    cli_json_str(j, p->out_dir);
+    cli_json_kv_str(j, "model", p->model);
+    cli_json_kv_str(j, "device", p->device);
+    cli_json_kv_str(j, "output_dir", p->out_dir);
     cli_json_key(j, "limit");
     cli_json_obj_begin(j);
-    cli_json_key(j, "kind");
-    cli_json_str(j, p->a->xs.mode == XS_MODE_MEM ? "memory" : "latency");
-    cli_json_key(j, "given");
-    cli_json_str(j, p->a->limit_text);
-    cli_json_key(j, p->a->xs.mode == XS_MODE_MEM ? "bytes" : "seconds");
-    cli_json_num(j, p->limit_abs);
-    cli_json_key(j, "met");
-    cli_json_bool(j, p->met);
+    cli_json_kv_str(j, "kind", p->a->xs.mode == XS_MODE_MEM ? "memory" : "latency");
+    cli_json_kv_str(j, "given", p->a->limit_text);
+    cli_json_kv_num(j, p->a->xs.mode == XS_MODE_MEM ? "bytes" : "seconds", p->limit_abs);
+    cli_json_kv_bool(j, "met", p->met);
     cli_json_obj_end(j);
-    cli_json_key(j, "baseline_peak_bytes");
-    cli_json_uint(j, r->eager_peak_bytes);
-    cli_json_key(j, "baseline_latency_seconds");
-    cli_json_num(j, r->eager_latency_s);
-    cli_json_key(j, "start_peak_bytes");
-    cli_json_uint(j, r->start_peak_bytes);
-    cli_json_key(j, "start_latency_seconds");
-    cli_json_num(j, r->start_latency_s);
-    cli_json_key(j, "best_peak_bytes");
-    cli_json_uint(j, p->sim->peak_device_bytes);
-    cli_json_key(j, "best_latency_seconds");
-    cli_json_num(j, p->sim->latency_s);
-    cli_json_key(j, "search_best_peak_bytes");
-    cli_json_uint(j, r->best_peak_bytes);
-    cli_json_key(j, "search_best_latency_seconds");
-    cli_json_num(j, r->best_latency_s);
-    cli_json_key(j, "best_peak_host_bytes");
-    cli_json_uint(j, p->sim->peak_host_bytes);
-    cli_json_key(j, "peak_ratio");
-    cli_json_num(j, r->eager_peak_bytes
+    cli_json_kv_uint(j, "baseline_peak_bytes", r->eager_peak_bytes);
+    cli_json_kv_num(j, "baseline_latency_seconds", r->eager_latency_s);
+    cli_json_kv_uint(j, "start_peak_bytes", r->start_peak_bytes);
+    cli_json_kv_num(j, "start_latency_seconds", r->start_latency_s);
+    cli_json_kv_uint(j, "best_peak_bytes", p->sim->peak_device_bytes);
+    cli_json_kv_num(j, "best_latency_seconds", p->sim->latency_s);
+    cli_json_kv_uint(j, "search_best_peak_bytes", r->best_peak_bytes);
+    cli_json_kv_num(j, "search_best_latency_seconds", r->best_latency_s);
+    cli_json_kv_uint(j, "best_peak_host_bytes", p->sim->peak_host_bytes);
+    cli_json_kv_num(j, "peak_ratio",
+                    r->eager_peak_bytes
                         ? (double)p->sim->peak_device_bytes / (double)r->eager_peak_bytes
                         : NAN);
-    cli_json_key(j, "latency_ratio");
-    cli_json_num(j, r->eager_latency_s > 0 ? p->sim->latency_s / r->eager_latency_s : NAN);
-    cli_json_key(j, "nodes");
-    cli_json_int(j, p->best->n_nodes);
+    cli_json_kv_num(j, "latency_ratio",
+                    r->eager_latency_s > 0 ? p->sim->latency_s / r->eager_latency_s : NAN);
+    cli_json_kv_int(j, "nodes", p->best->n_nodes);
     cli_json_key(j, "states_explored"); /* children scheduled and simulated, plus the start */
     cli_json_uint(j, r->stats.total.generated + 1);
-    cli_json_key(j, "states_expanded");
-    cli_json_uint(j, r->stats.total.expanded);
-    cli_json_key(j, "states_duplicate");
-    cli_json_uint(j, r->stats.total.duplicates);
-    cli_json_key(j, "states_per_second");
-    cli_json_num(j, r->search_seconds > 0
-                        ? (double)(r->stats.total.generated + 1) / r->search_seconds
-                        : NAN);
-    cli_json_key(j, "stop_reason");
-    cli_json_str(j, xp_stop_reason_to_string(r->stats.reason));
-    cli_json_key(j, "interrupted");
-    cli_json_bool(j, r->interrupted);
+    cli_json_kv_uint(j, "states_expanded", r->stats.total.expanded);
+    cli_json_kv_uint(j, "states_duplicate", r->stats.total.duplicates);
+    cli_json_kv_num(
+        j, "states_per_second",
+        r->search_seconds > 0 ? (double)(r->stats.total.generated + 1) / r->search_seconds : NAN);
+    cli_json_kv_str(j, "stop_reason", xp_stop_reason_to_string(r->stats.reason));
+    cli_json_kv_bool(j, "interrupted", r->interrupted);
     cli_json_key(j, "rules");
     cli_json_obj_begin(j);
     static const char *const names[] = {"remat", "deremat", "swap", "deswap"};
     for (int k = 0; k < 4; k++) {
-        cli_json_key(j, names[k]);
-        cli_json_int(j, r->applied[k]);
+        cli_json_kv_int(j, names[k], r->applied[k]);
     }
     cli_json_obj_end(j);
-    cli_json_key(j, "store_nodes");
-    cli_json_int(j, p->n_store);
-    cli_json_key(j, "load_nodes");
-    cli_json_int(j, p->n_load);
+    cli_json_kv_int(j, "store_nodes", p->n_store);
+    cli_json_kv_int(j, "load_nodes", p->n_load);
     cli_json_key(j, "rule_families");
     cli_json_arr_begin(j);
     if (p->a->xs.rules & XS_RULE_REMAT) cli_json_str(j, "remat");
     if (p->a->xs.rules & XS_RULE_SWAP) cli_json_str(j, "swap");
     if (p->a->xs.rules & XS_RULE_REORDER) cli_json_str(j, "reorder");
     cli_json_arr_end(j);
-    cli_json_key(j, "threads");
-    cli_json_int(j, p->threads);
-    cli_json_key(j, "seed");
-    cli_json_uint(j, p->a->xs.seed);
-    cli_json_key(j, "delta");
-    cli_json_num(j, p->a->xs.delta);
+    cli_json_kv_int(j, "threads", p->threads);
+    cli_json_kv_uint(j, "seed", p->a->xs.seed);
+    cli_json_kv_num(j, "delta", p->a->xs.delta);
     cli_json_key(j, "phase_seconds");
     cli_json_obj_begin(j);
-    cli_json_key(j, "load");
-    cli_json_num(j, p->t_load);
-    cli_json_key(j, "profile");
-    cli_json_num(j, p->t_profile);
-    cli_json_key(j, "start_schedule");
-    cli_json_num(j, r->start_seconds);
-    cli_json_key(j, "search");
-    cli_json_num(j, r->search_seconds);
-    cli_json_key(j, "write");
-    cli_json_num(j, p->t_write);
+    cli_json_kv_num(j, "load", p->t_load);
+    cli_json_kv_num(j, "profile", p->t_profile);
+    cli_json_kv_num(j, "start_schedule", r->start_seconds);
+    cli_json_kv_num(j, "search", r->search_seconds);
+    cli_json_kv_num(j, "write", p->t_write);
     cli_json_obj_end(j);
     cli_json_obj_end(j);
 }
@@ -260,29 +227,20 @@ static bool write_schedule(FILE *f, void *arg, ir_diag *d) {
     cli_json j;
     cli_json_init(&j, f);
     cli_json_obj_begin(&j);
-    cli_json_key(&j, "device");
-    cli_json_str(&j, p->device);
-    cli_json_key(&j, "peak_bytes");
-    cli_json_uint(&j, p->sim->peak_device_bytes);
-    cli_json_key(&j, "latency_seconds");
-    cli_json_num(&j, p->sim->latency_s);
+    cli_json_kv_str(&j, "device", p->device);
+    cli_json_kv_uint(&j, "peak_bytes", p->sim->peak_device_bytes);
+    cli_json_kv_num(&j, "latency_seconds", p->sim->latency_s);
     cli_json_key(&j, "steps");
     cli_json_arr_begin(&j);
     for (int s = 0; s < p->best->n_nodes; s++) {
         const ir_node *n = &p->best->nodes[s];
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "node");
-        cli_json_str(&j, n->name);
-        cli_json_key(&j, "op");
-        cli_json_str(&j, n->op_type ? n->op_type : ir_op_name(n->op));
-        cli_json_key(&j, "start_seconds");
-        cli_json_num(&j, p->sim->start_s[s]);
-        cli_json_key(&j, "end_seconds");
-        cli_json_num(&j, p->sim->end_s[s]);
-        cli_json_key(&j, "device_bytes");
-        cli_json_uint(&j, p->sim->device_bytes[s]);
-        cli_json_key(&j, "host_bytes");
-        cli_json_uint(&j, p->sim->host_bytes[s]);
+        cli_json_kv_str(&j, "node", n->name);
+        cli_json_kv_str(&j, "op", n->op_type ? n->op_type : ir_op_name(n->op));
+        cli_json_kv_num(&j, "start_seconds", p->sim->start_s[s]);
+        cli_json_kv_num(&j, "end_seconds", p->sim->end_s[s]);
+        cli_json_kv_uint(&j, "device_bytes", p->sim->device_bytes[s]);
+        cli_json_kv_uint(&j, "host_bytes", p->sim->host_bytes[s]);
         cli_json_obj_end(&j);
     }
     cli_json_arr_end(&j);

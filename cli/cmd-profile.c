@@ -121,41 +121,26 @@ static void print_json(const ir_graph *g, const char *path, const profile_report
     cli_json j;
     cli_json_init(&j, stdout);
     cli_json_obj_begin(&j);
-    cli_json_key(&j, "model");
-    cli_json_str(&j, g->name && *g->name ? g->name : path);
-    cli_json_key(&j, "file");
-    cli_json_str(&j, path);
-    cli_json_key(&j, "device");
-    cli_json_str(&j, r->device);
-    cli_json_key(&j, "device_detail");
-    cli_json_str(&j, r->detail);
-    cli_json_key(&j, "measured");
-    cli_json_bool(&j, r->measured);
-    cli_json_key(&j, "database");
-    cli_json_str(&j, r->db[0] ? r->db : NULL);
-    cli_json_key(&j, "nodes");
-    cli_json_int(&j, g->n_nodes);
-    cli_json_key(&j, "signatures");
-    cli_json_int(&j, r->signatures);
-    cli_json_key(&j, "signatures_measured");
-    cli_json_int(&j, r->stats.measured);
-    cli_json_key(&j, "signatures_reused");
-    cli_json_int(&j, r->stats.reused);
-    cli_json_key(&j, "signatures_failed");
-    cli_json_int(&j, r->stats.failed);
-    cli_json_key(&j, "calibrated");
-    cli_json_bool(&j, r->stats.calibrated);
-    cli_json_key(&j, "total_seconds");
-    cli_json_num(&j, r->total);
+    cli_json_kv_str(&j, "model", g->name && *g->name ? g->name : path);
+    cli_json_kv_str(&j, "file", path);
+    cli_json_kv_str(&j, "device", r->device);
+    cli_json_kv_str(&j, "device_detail", r->detail);
+    cli_json_kv_bool(&j, "measured", r->measured);
+    cli_json_kv_str(&j, "database", r->db[0] ? r->db : NULL);
+    cli_json_kv_int(&j, "nodes", g->n_nodes);
+    cli_json_kv_int(&j, "signatures", r->signatures);
+    cli_json_kv_int(&j, "signatures_measured", r->stats.measured);
+    cli_json_kv_int(&j, "signatures_reused", r->stats.reused);
+    cli_json_kv_int(&j, "signatures_failed", r->stats.failed);
+    cli_json_kv_bool(&j, "calibrated", r->stats.calibrated);
+    cli_json_kv_num(&j, "total_seconds", r->total);
     cli_json_key(&j, "top");
     cli_json_arr_begin(&j);
     for (int i = 0; i < top; i++) {
         const ir_node *n = &g->nodes[r->nodes[i].node];
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "node");
-        cli_json_str(&j, n->name);
-        cli_json_key(&j, "op");
-        cli_json_str(&j, op_label(n));
+        cli_json_kv_str(&j, "node", n->name);
+        cli_json_kv_str(&j, "op", op_label(n));
         cli_json_key(&j, "inputs");
         cli_json_arr_begin(&j);
         for (int k = 0; k < n->n_in; k++) {
@@ -170,10 +155,8 @@ static void print_json(const ir_graph *g, const char *path, const profile_report
             if (v) cli_json_tensor(&j, v->name, v->dtype, &v->shape);
         }
         cli_json_arr_end(&j);
-        cli_json_key(&j, "seconds");
-        cli_json_num(&j, r->nodes[i].seconds);
-        cli_json_key(&j, "share");
-        cli_json_num(&j, share(r->nodes[i].seconds, r->total));
+        cli_json_kv_num(&j, "seconds", r->nodes[i].seconds);
+        cli_json_kv_num(&j, "share", share(r->nodes[i].seconds, r->total));
         cli_json_obj_end(&j);
     }
     cli_json_arr_end(&j);
@@ -181,14 +164,10 @@ static void print_json(const ir_graph *g, const char *path, const profile_report
     cli_json_arr_begin(&j);
     for (int i = 0; i < r->n_ops; i++) {
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "op");
-        cli_json_str(&j, r->ops[i].op);
-        cli_json_key(&j, "count");
-        cli_json_int(&j, r->ops[i].count);
-        cli_json_key(&j, "seconds");
-        cli_json_num(&j, r->ops[i].seconds);
-        cli_json_key(&j, "share");
-        cli_json_num(&j, share(r->ops[i].seconds, r->total));
+        cli_json_kv_str(&j, "op", r->ops[i].op);
+        cli_json_kv_int(&j, "count", r->ops[i].count);
+        cli_json_kv_num(&j, "seconds", r->ops[i].seconds);
+        cli_json_kv_num(&j, "share", share(r->ops[i].seconds, r->total));
         cli_json_obj_end(&j);
     }
     cli_json_arr_end(&j);

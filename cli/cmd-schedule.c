@@ -71,57 +71,36 @@ static void print_json(const ir_graph *g, const sched_report *r, const char *plo
     cli_json j;
     cli_json_init(&j, stdout);
     cli_json_obj_begin(&j);
-    cli_json_key(&j, "model");
-    cli_json_str(&j, g->name && *g->name ? g->name : r->path);
-    cli_json_key(&j, "file");
-    cli_json_str(&j, r->path);
-    cli_json_key(&j, "order");
-    cli_json_str(&j, r->order_name);
-    cli_json_key(&j, "device");
-    cli_json_str(&j, r->device);
-    cli_json_key(&j, "swaps_placed");
-    cli_json_bool(&j, r->swaps_placed);
-    cli_json_key(&j, "steps");
-    cli_json_int(&j, g->n_nodes);
-    cli_json_key(&j, "peak_bytes");
-    cli_json_uint(&j, r->sim.peak_device_bytes);
-    cli_json_key(&j, "peak_step");
-    cli_json_int(&j, r->mem.peak_step);
-    cli_json_key(&j, "resident_bytes");
-    cli_json_uint(&j, r->mem.resident_bytes);
-    cli_json_key(&j, "latency_seconds");
-    cli_json_num(&j, r->sim.latency_s);
-    cli_json_key(&j, "peak_host_bytes");
-    cli_json_uint(&j, r->sim.peak_host_bytes);
-    cli_json_key(&j, "eager_peak_bytes");
-    cli_json_uint(&j, r->eager.peak_device_bytes);
-    cli_json_key(&j, "eager_latency_seconds");
-    cli_json_num(&j, r->eager.latency_s);
-    cli_json_key(&j, "eager_peak_host_bytes");
-    cli_json_uint(&j, r->eager.peak_host_bytes);
+    cli_json_kv_str(&j, "model", g->name && *g->name ? g->name : r->path);
+    cli_json_kv_str(&j, "file", r->path);
+    cli_json_kv_str(&j, "order", r->order_name);
+    cli_json_kv_str(&j, "device", r->device);
+    cli_json_kv_bool(&j, "swaps_placed", r->swaps_placed);
+    cli_json_kv_int(&j, "steps", g->n_nodes);
+    cli_json_kv_uint(&j, "peak_bytes", r->sim.peak_device_bytes);
+    cli_json_kv_int(&j, "peak_step", r->mem.peak_step);
+    cli_json_kv_uint(&j, "resident_bytes", r->mem.resident_bytes);
+    cli_json_kv_num(&j, "latency_seconds", r->sim.latency_s);
+    cli_json_kv_uint(&j, "peak_host_bytes", r->sim.peak_host_bytes);
+    cli_json_kv_uint(&j, "eager_peak_bytes", r->eager.peak_device_bytes);
+    cli_json_kv_num(&j, "eager_latency_seconds", r->eager.latency_s);
+    cli_json_kv_uint(&j, "eager_peak_host_bytes", r->eager.peak_host_bytes);
     if (strcmp(r->order_name, "memory") == 0) {
         cli_json_key(&j, "dp");
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "parts");
-        cli_json_int(&j, r->dp.parts);
-        cli_json_key(&j, "exact_parts");
-        cli_json_int(&j, r->dp.exact_parts);
-        cli_json_key(&j, "beam_parts");
-        cli_json_int(&j, r->dp.beam_parts);
-        cli_json_key(&j, "states");
-        cli_json_int(&j, r->dp.states);
-        cli_json_key(&j, "seconds");
-        cli_json_num(&j, r->dp.seconds);
+        cli_json_kv_int(&j, "parts", r->dp.parts);
+        cli_json_kv_int(&j, "exact_parts", r->dp.exact_parts);
+        cli_json_kv_int(&j, "beam_parts", r->dp.beam_parts);
+        cli_json_kv_int(&j, "states", r->dp.states);
+        cli_json_kv_num(&j, "seconds", r->dp.seconds);
         cli_json_obj_end(&j);
     }
     cli_json_key(&j, "hotspots");
     cli_json_arr_begin(&j);
     for (int i = 0; i < r->n_hot; i++) {
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "name");
-        cli_json_str(&j, g->values[r->hot[i].value].name);
-        cli_json_key(&j, "bytes");
-        cli_json_uint(&j, r->hot[i].bytes);
+        cli_json_kv_str(&j, "name", g->values[r->hot[i].value].name);
+        cli_json_kv_uint(&j, "bytes", r->hot[i].bytes);
         cli_json_obj_end(&j);
     }
     cli_json_arr_end(&j);
@@ -130,8 +109,7 @@ static void print_json(const ir_graph *g, const sched_report *r, const char *plo
     for (int s = 0; s < g->n_nodes; s++) cli_json_str(&j, g->nodes[r->order[s]].name);
     cli_json_arr_end(&j);
     if (plot) {
-        cli_json_key(&j, "plot");
-        cli_json_str(&j, plot);
+        cli_json_kv_str(&j, "plot", plot);
     }
     cli_json_obj_end(&j);
     cli_json_finish(&j);

@@ -141,30 +141,21 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         cli_json j;
         cli_json_init(&j, stdout);
         cli_json_obj_begin(&j);
-        cli_json_key(&j, "original");
-        cli_json_str(&j, p_orig);
-        cli_json_key(&j, "optimized");
-        cli_json_str(&j, p_opt);
-        cli_json_key(&j, "match");
-        cli_json_bool(&j, ok);
-        cli_json_key(&j, "tolerance");
-        cli_json_num(&j, TOLERANCE);
-        cli_json_key(&j, "max_relative_error");
-        cli_json_num(&j, worst);
-        cli_json_key(&j, "original_peak_bytes");
-        cli_json_uint(&j, ra.peak_bytes);
-        cli_json_key(&j, "optimized_peak_bytes");
-        cli_json_uint(&j, rb.peak_bytes);
-        cli_json_key(&j, "optimized_peak_host_bytes");
-        cli_json_uint(&j, rb.peak_host_bytes);
+        cli_json_kv_str(&j, "original", p_orig);
+        cli_json_kv_str(&j, "optimized", p_opt);
+        cli_json_kv_bool(&j, "match", ok);
+        cli_json_kv_num(&j, "tolerance", TOLERANCE);
+        cli_json_kv_num(&j, "max_relative_error", worst);
+        cli_json_kv_uint(&j, "original_peak_bytes", ra.peak_bytes);
+        cli_json_kv_uint(&j, "optimized_peak_bytes", rb.peak_bytes);
+        cli_json_kv_uint(&j, "optimized_peak_host_bytes", rb.peak_host_bytes);
         cli_json_key(&j, "outputs");
         cli_json_arr_begin(&j);
         for (int i = 0; i < ga->n_outputs; i++) {
             cli_json_obj_begin(&j);
-            cli_json_key(&j, "name");
-            cli_json_str(&j, ga->values[ga->outputs[i]].name);
-            cli_json_key(&j, "relative_error");
-            cli_json_num(&j, err[i]); /* null: missing, mismatched or unequal */
+            cli_json_kv_str(&j, "name", ga->values[ga->outputs[i]].name);
+            cli_json_kv_num(&j, "relative_error",
+                            err[i]); /* null: missing, mismatched or unequal */
             cli_json_obj_end(&j);
         }
         cli_json_arr_end(&j);

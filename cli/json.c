@@ -142,3 +142,15 @@ void cli_json_finish(cli_json *j) {
     IR_ASSERT(j->depth == 0);
     fputc('\n', j->f);
 }
+
+#define KV(type, ctype)                                                                            \
+    void cli_json_kv_##type(cli_json *j, const char *key, ctype v) {                               \
+        cli_json_key(j, key);                                                                      \
+        cli_json_##type(j, v);                                                                     \
+    }
+KV(str, const char *)
+KV(int, int64_t)
+KV(uint, uint64_t)
+KV(num, double)
+KV(bool, bool)
+#undef KV
