@@ -495,7 +495,7 @@ ir_status setup_bias(dnn_descs *ds, int slot, cudnnDataType_t dt, int64_t M, int
 ir_status time_conv(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_bufs *b, int runs,
                     double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    cudnnDataType_t dt, compute;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT; /* set by dnn_types */
     TRY(dnn_types(x, "Conv", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, ir_node_in(g, n, 1), ir_node_out(g, n, 0), false, &cd, d));
@@ -542,7 +542,7 @@ ir_status time_conv(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_
 ir_status time_conv_transpose(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_bufs *b,
                               int runs, double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    cudnnDataType_t dt, compute;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT; /* set by dnn_types */
     TRY(dnn_types(x, "ConvTranspose", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, ir_node_in(g, n, 1), ir_node_out(g, n, 0), true, &cd, d));
@@ -591,7 +591,7 @@ ir_status time_conv_transpose(gpu_ctx *c, const ir_graph *g, const ir_node *n, c
 ir_status time_conv_grad_weight(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_bufs *b,
                                 int runs, double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *dy = ir_node_in(g, n, 1), *dw = ir_node_out(g, n, 0);
-    cudnnDataType_t dt, compute;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT; /* set by dnn_types */
     TRY(dnn_types(x, "ConvGradWeight", &dt, &compute, d, n));
     conv_dims cd;
     TRY(conv_geometry(n, x, dw, dy, false, &cd, d));
@@ -741,7 +741,7 @@ void ew_write_only(gpu_ew_args *a, const ir_value *y, void *p);
 ir_status time_pool(gpu_ctx *c, const ir_graph *g, const ir_node *n, const node_bufs *b, int runs,
                     double *sec, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    cudnnDataType_t dt, compute;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT; /* set by dnn_types */
     TRY(dnn_types(x, "pooling", &dt, &compute, d, n));
     const int S0 = x->shape.rank - 2;
     if (S0 < 1 || S0 > 3)

@@ -13,10 +13,10 @@
 
 /* A value name not yet in g: base, or base_1, base_2, ... */
 static const char *unique_name(ir_graph *g, const char *base) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", base);
+    char buf[528]; /* room for a 500-byte base and "_<int>" */
+    snprintf(buf, sizeof buf, "%.500s", base);
     for (int k = 1; ir_graph_find_value(g, buf) >= 0; k++)
-        snprintf(buf, sizeof buf, "%s_%d", base, k);
+        snprintf(buf, sizeof buf, "%.500s_%d", base, k);
     return ir_graph_strdup(g, buf);
 }
 
