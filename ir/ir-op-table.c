@@ -54,3 +54,8 @@ size_t ir_node_workspace(const ir_graph *g, const ir_node *n) {
     const ir_op_def *def = ir_op_get(n->op);
     return (def && def->workspace) ? def->workspace(g, n) : 0;
 }
+
+int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out) {
+    const ir_op_def *def = ir_op_get(n->op);
+    return (def && def->dims) ? def->dims(g, n, out) : 0;
+}

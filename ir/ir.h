@@ -297,6 +297,31 @@ enum ir_op_flags {
 
 struct ir_grad_ctx; /* ir-autodiff.h */
 
+/* One dimension link of a node (MAGIS section 4.1, the edges of the dimension graph D(G)):
+ * dimension in_dim of input in corresponds to dimension out_dim of output out (out_dim >= 0),
+ * or to the node's reduce axis number -out_dim (out_dim < 0: -1 is its first reduce axis, -2 its
+ * second; out is then 0 and ignored). A reduce axis is an index the op sums (or maxes, ...)
+ * over: MatMul's k, a convolution's input channels and kernel window, a weight gradient's batch.
+ * Links exist only where splitting that dimension into n equal parts splits the computation:
+ * output part i needs only input part i (out_dim >= 0), or the n partial results combine into
+ * the whole (reduce axes). So a broadcast (size-1) input dim, a convolution's spatial dims
+ * with a halo, or a Reshape dim that merges or splits dims get no link. */
+typedef struct ir_dimlink {
+    int8_t in, in_dim;
+    int8_t out, out_dim;
+    uint8_t flags; /* ir_dimlink_flags */
+} ir_dimlink;
+
+enum ir_dimlink_flags {
+    /* The reduce axis is a sum: outputs computed on the n parts add up to the whole (MatMul's
+     * k, a weight gradient's batch). Max, mean, normalizing (Softmax) axes are not: a fission
+     * along them is refused. */
+    IR_DIMLINK_SUM = 1u << 0,
+};
+
+/* Most links a node may have (the dims callback is given room for this many). */
+#define IR_MAX_DIMLINKS 64
+
 typedef struct ir_op_def {
     const char *name;   /* ONNX op_type */
     const char *domain; /* "" or "magpie" */
@@ -313,6 +338,10 @@ typedef struct ir_op_def {
     ir_kernel_fn kernel; /* CPU kernel; NULL only for ops that cannot run */
     /* Emits the backward ops of one node (ir-autodiff.h). NULL: not differentiable. */
     ir_status (*grad)(struct ir_grad_ctx *c);
+    /* Writes the node's dimension links (ir_dimlink above; at most IR_MAX_DIMLINKS) into out
+     * and returns how many, from the node's attributes and its inputs' and outputs' shapes.
+     * NULL: no links (the op cuts every dimension, as for ops of unknown semantics). */
+    int (*dims)(const ir_graph *g, const ir_node *n, ir_dimlink *out);
 } ir_op_def;
 
 const ir_op_def *ir_op_get(ir_op_kind k); /* NULL for IR_OP_OPAQUE */
@@ -330,6 +359,8 @@ int ir_value_inplace_of(const ir_graph *g, int v);
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);
 double ir_node_flops(const ir_graph *g, const ir_node *n);
+/* The node's dimension links (0 when its op has none); out has IR_MAX_DIMLINKS entries. */
+int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out);
 size_t ir_node_workspace(const ir_graph *g, const ir_node *n);
 
 /* ---------------------------------------------------------------- ONNX import / export */

@@ -205,7 +205,7 @@ static ir_status gg_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *dy = &k->in[0], *ix = &k->in[1];
     ir_tensor *out = &k->out[0];
     ir_dtype t = dy->dtype;
-    int axis;
+    int axis = 0; /* shape inference checked the axis */
     ir_norm_axis(ir_attr_int(k->node, "axis", 0), out->shape.rank, &axis);
     int64_t dim = out->shape.dims[axis], outer = 1, inner = 1, cnt = ir_tensor_numel(ix);
     for (int i = 0; i < axis; i++) outer *= out->shape.dims[i];
@@ -327,7 +327,7 @@ static ir_status sce_kernel(const ir_kernel_ctx *k) {
     void *lp = k->n_out > 1 ? k->out[1].data : NULL;
     double sum = 0;
     for (int64_t r = 0; r < s.rows; r++) {
-        int64_t y;
+        int64_t y = 0;
         ir_status st = sce_label(k, lab, r, s.C, ignore, &y);
         if (st != IR_OK) return st;
         double mx = -INFINITY, z = 0;
@@ -362,7 +362,7 @@ static ir_status sceg_kernel(const ir_kernel_ctx *k) {
     sce_geom s = sce_geom_of(&lp->shape);
     int64_t ignore = ir_attr_int(k->node, "ignore_index", -100), count = 0;
     for (int64_t r = 0; r < s.rows; r++) {
-        int64_t y;
+        int64_t y = 0;
         ir_status st = sce_label(k, lab, r, s.C, ignore, &y);
         if (st != IR_OK) return st;
         count += y != ignore;

@@ -13,7 +13,9 @@
 #include <string.h>
 
 const char *rw_kind_name(int kind) {
-    static const char *const names[RW_KIND_COUNT] = {"remat", "deremat", "swap", "deswap"};
+    static const char *const names[RW_KIND_COUNT] = {
+        "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
+        "ft-mutate"};
     return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
 }
 

@@ -35,20 +35,27 @@ typedef enum rw_kind {
     RW_DEREMAT,
     RW_SWAP,
     RW_DESWAP,
+    RW_SUBST,        /* a substitution rule (rules-subst.c): value = rw_subst_rule */
+    RW_FT_ENABLE,    /* F-Tree mutations (MAGIS 5.1, rules-ftree.c): node_id = F-Tree node index */
+    RW_FT_LIFT,      /*   they change the fission configuration, not the base graph */
+    RW_FT_DISABLE,
+    RW_FT_MUTATE,
     RW_KIND_COUNT,
 } rw_kind;
 
 typedef struct rw_rewrite {
     int kind; /* rw_kind */
     uint32_t node_id;
-    int value; /* RW_REMAT, RW_SWAP: output index of node_id; 0 otherwise */
+    int value; /* RW_REMAT, RW_SWAP: output index of node_id; RW_SUBST: the rule; 0 otherwise */
     uint32_t user_id;
 } rw_rewrite;
 
 /* touched receives at most this many ids; rewrites that would touch more are refused. */
 #define RW_MAX_TOUCHED 64
 
-const char *rw_kind_name(int kind); /* "remat", "deremat", "swap", "deswap"; "?" otherwise */
+/* "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
+ * "ft-mutate"; "?" otherwise */
+const char *rw_kind_name(int kind);
 
 /* Applies r to g and returns the new graph; g is left unchanged. touched (RW_MAX_TOUCHED
  * entries, may be NULL) receives the stable ids of the nodes added, removed or rewired (ids of g
@@ -65,5 +72,161 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
  * every pair of mergeable nodes and deswap candidates for every user of a Store/Load pair.
  * Order: remat, swap, deremat, deswap; deterministic. */
 int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max);
+
+/* ================================================================ substitution rules
+ * (rules-subst.c) Fully equivalent rewrites in the spirit of TASO (MAGIS 5, "TASO rules") for
+ * the ops magpie has. They keep mathematical equivalence; outputs may differ in the last bits
+ * (a merged GEMM sums in another order), within the float32 tolerance of magpie verify. A
+ * substitution is an rw_rewrite with kind RW_SUBST, value the rule, node_id and user_id the
+ * matched nodes (see each rule), applied by rw_apply like the others. */
+typedef enum rw_subst_rule {
+    /* node_id, user_id: two MatMuls (or Gemms without transA) reading the same input A, with
+     * constant right-hand sides B1, B2 of equal K: A @ concat(B1, B2) then Split. */
+    RW_SUBST_MERGE_MATMUL = 0,
+    /* node_id, user_id: two Convs on the same input with equal kernel, strides, pads,
+     * dilations, group 1: one Conv with weights concatenated along Cout, then Split. */
+    RW_SUBST_MERGE_CONV,
+    /* node_id: a MatMul whose left input is a Concat along a row (non-last) axis:
+     * concat(A1, A2) @ B -> concat(A1 @ B, A2 @ B); and back (user_id 0). */
+    RW_SUBST_CONCAT_MATMUL,
+    /* node_id: an Add or Mul whose one input is produced by the same op with a constant
+     * operand, its other input constant: (x op a) op b -> x op (a op b), the constant folded. */
+    RW_SUBST_REASSOC,
+    /* node_id: an Add of two Muls sharing an operand: a*x + b*x -> (a + b)*x. */
+    RW_SUBST_DISTRIBUTE,
+    /* node_id: a Transpose of a Transpose (composed into one, or removed when the identity), or
+     * a Reshape of a Reshape (one Reshape), or a Transpose/Reshape/Identity that changes
+     * nothing (removed). */
+    RW_SUBST_LAYOUT_ELIM,
+    RW_SUBST_RULE_COUNT,
+} rw_subst_rule;
+
+const char *rw_subst_rule_name(int rule); /* "merge-matmul", ...; "?" otherwise */
+/* Lists up to max substitutions that apply to g (deterministic order), like rw_candidates. */
+int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max);
+
+/* ================================================================ dimension graph
+ * (rules-dgraph.c, MAGIS 4.1) D(G): a vertex per (value, dimension) of every value a node
+ * produces, and per (node, reduce axis); edges from the op table's dimension links
+ * (ir_node_dims). Residents (weights, graph inputs) are vertices too, so a component says
+ * which inputs of a sub-graph are sliced and which are shared. Components are numbered
+ * 0..n_components-1 in a deterministic order (by first vertex in node order). */
+typedef struct rw_dgraph rw_dgraph;
+
+rw_dgraph *rw_dgraph_build(const ir_graph *g); /* NULL when out of memory */
+void rw_dgraph_free(rw_dgraph *dg);           /* NULL-safe */
+int rw_dgraph_n_components(const rw_dgraph *dg);
+/* Component of value v's dimension dim (0-based), or -1 when it has none (a scalar, or dim out
+ * of range). */
+int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim);
+/* Component of node index i's reduce axis r (1-based, as -ir_dimlink.out_dim), or -1. */
+int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
+/* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
+bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
+/* The length of the dimension the component stands for (all its value dims have that length;
+ * a component whose dims differ in length is reported as 0 and never split). */
+int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp);
+/* The dimension of value v in component comp (0-based), or -1; the reduce axis (1-based) of
+ * node i in comp, or 0. */
+int rw_dgraph_value_dim_in(const rw_dgraph *dg, int v, int comp);
+int rw_dgraph_reduce_in(const rw_dgraph *dg, int node, int comp);
+
+/* ================================================================ fission (MAGIS 4.2)
+ * f = (S, D, n): the sub-graph S (stable node ids) split along the D-graph component D into n
+ * parts. D is named by a seed vertex so it can be found again on any graph of the same lineage
+ * (ids are stable): output seed_out of node seed_id, its dimension seed_dim (>= 0), or the
+ * node's reduce axis -seed_dim (< 0). */
+typedef struct rw_fission {
+    uint32_t *ids; /* S, sorted ascending */
+    int n_ids;
+    uint32_t seed_id;
+    int seed_out, seed_dim;
+    int parts; /* n >= 2 when applied */
+} rw_fission;
+
+/* Checks f on g: every id present; G[S] weakly connected and convex (MAGIS 4.2 constraints
+ * (1), (2)); no redundant computation (3): each node of S has, in D, exactly one dimension per
+ * output and no reduce axis, or no output dimension and exactly one reduce axis that is a sum;
+ * every edge inside S is linked in D; no node of S is random, in place, a swap or a fission op;
+ * parts divides D's length. IR_ERR_INVALID with d naming the first violation. */
+ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
+                           ir_diag *d);
+
+/* The one-copy graph of g under the fissions fs[0..n) (disjoint S; each passes
+ * rw_fission_check): MAGIS's F-Tree keeps one of the n isomorphic parts, and so does magpie.
+ * For each f (its group number k is its index in fs):
+ *  - FissionBuffer nodes (run once, untagged) allocate each output of S at its full shape;
+ *  - for each input of S with a dimension in D: FissionSlice(input, buffers...) cuts the part
+ *    (axis, parts, index = parts-1); the buffers are ordering-only inputs, so every buffer is
+ *    allocated before the first part starts, as the materialized graph does it; inputs of S
+ *    without a dimension in D (weights) are shared as they are;
+ *  - the nodes of S, keeping their ids, with every value's D-dimension divided by n (constant
+ *    shape inputs such as Reshape's and shape attributes patched to match);
+ *  - for each output of S: FissionAssemble(buffer, part) (axis, parts, index) for an output
+ *    with a dimension in D, FissionAccumulate(buffer, part) for one summed over a reduce axis:
+ *    both write into the buffer in place (IR_OPF_INPLACE) and their output replaces the old
+ *    output value for its readers.
+ * Every node of the part (slices, S, assembles) carries the int attributes
+ * "magpie_fission_group" = k and "magpie_fission_parts" = n: sched_memory_compute and
+ * sched_simulate read them to account the n-1 other parts (see schedule.h), so the one-copy
+ * graph is scheduled and simulated with the exact peak and latency of the materialized one.
+ * New nodes get fresh ids from g->next_node_id. touched (may be NULL; room for
+ * RW_MAX_FISSION_TOUCHED) receives the ids of S and of the nodes added, *n_touched their count.
+ * NULL on failure with d set. */
+#define RW_MAX_FISSION_TOUCHED 65536
+ir_graph *rw_fission_apply(const ir_graph *g, const rw_fission *fs, int n, uint32_t *touched,
+                           int *n_touched, ir_diag *d);
+
+/* Materializes a one-copy graph (rw_fission_apply's) scheduled by order: each group's n-1 other
+ * parts are cloned (slice and assemble indices 0..n-2) and placed, one part after another, just
+ * before the group's first node in order; the tags are dropped. *out_order (malloc'd) receives
+ * the materialized graph's order; executing it measures the peak that sched_memory_compute
+ * gives for (one_copy, order). NULL on failure. */
+ir_graph *rw_fission_materialize(const ir_graph *one_copy, const int *order, int **out_order,
+                                 ir_diag *d);
+
+/* ================================================================ F-Tree (MAGIS 4.3, 5.1)
+ * Built by Algorithm 1 on a graph and its memory hot-spots: for every component D of D(G)
+ * (that can be split: length >= 2), the sub-graph G' induced by D's nodes, its dominator tree
+ * T (from a virtual root before G''s sources), heat (eq. 3) and score (eq. 4, n = 2) per node,
+ * L score intervals; each selected v_dom gives the candidate S = T.des(v_dom) \ {v_dom} when
+ * (S, D, 1) is a valid fission. Tree nodes are ordered so that a parent's S contains its
+ * children's (same component); roots have parent -1. */
+typedef struct rw_ftree_node {
+    rw_fission f;    /* f.parts is 1 in the tree; the configuration holds the state's n */
+    int parent;      /* index or -1 */
+    int64_t dim_len; /* length of the dimension D splits */
+    double heat, score;
+    int comp;        /* D-graph component on the graph the tree was built from */
+} rw_ftree_node;
+
+typedef struct rw_ftree {
+    int n;
+    rw_ftree_node *nodes;
+} rw_ftree;
+
+/* Algorithm 1 with L levels (L <= 0: 4) on g with the memory m of one of its orders. Returns
+ * NULL when out of memory; an empty tree (n = 0) when nothing can be split. */
+rw_ftree *rw_ftree_build(const ir_graph *g, const sched_memory *m, int L);
+void rw_ftree_free(rw_ftree *t); /* NULL-safe */
+
+/* A fission configuration is an int per tree node: its n (1 = disabled). The mutation rules of
+ * MAGIS 5.1, as rw_rewrites of kind RW_FT_* with node_id = tree node index:
+ *  - enable: a disabled leaf, or the disabled parent of an enabled node, when no ancestor and
+ *    no other descendant is enabled (magpie does not nest fissions: enabling the parent of an
+ *    enabled node moves the split up, which is lift; so enable here only takes a node with no
+ *    enabled ancestor or descendant), n = the least divisor >= 2 of dim_len;
+ *  - lift: an enabled node without enabled ancestors is disabled and its parent enabled with the
+ *    same n (when n divides the parent's dim_len, else its least divisor);
+ *  - disable: an enabled node without enabled descendants;
+ *  - mutate: an enabled node's n goes to the next divisor of dim_len.
+ * Lists up to max of them (deterministic order) and returns the count. */
+int rw_ftree_mutations(const rw_ftree *t, const int *config, rw_rewrite *out, int max);
+/* Applies a mutation: new_config (t->n entries; may alias config) receives the result. False
+ * when it does not apply. */
+bool rw_ftree_mutate(const rw_ftree *t, const int *config, const rw_rewrite *r, int *new_config);
+/* The enabled fissions of config, as rw_fission_apply takes them (f.parts set; ids shared with
+ * the tree); returns their count (at most t->n). */
+int rw_ftree_enabled(const rw_ftree *t, const int *config, rw_fission *out);
 
 #endif

@@ -45,7 +45,20 @@ typedef struct sched_memory {
     int *hotspots;
 } sched_memory;
 
-/* Computes lifetimes, live bytes per step, the peak and the hot-spots of order (NULL = eager),
+/* In-place outputs (IR_OPF_INPLACE) over a produced value x (not a resident): output k takes
+ * over input k's buffer, which stays live until the last use of the last value of the chain;
+ * the output itself allocates nothing (sched_value_device_bytes 0) and x is not freed at that
+ * step. (FissionAssemble/FissionAccumulate write parts into a FissionBuffer this way.)
+ *
+ * Fission groups (rules.h, rw_fission_apply): nodes tagged "magpie_fission_group" = k,
+ * "magpie_fission_parts" = n are one part of n. The accounting adds the n-1 other parts as the
+ * materialized graph runs them (rw_fission_materialize): one after another, right before the
+ * group's first step t0, on top of what is live at t0 before t0 allocates. So step_bytes[t0] is
+ * at least that live set plus the peak of the group's nodes run alone in order (values
+ * produced and last read inside the group freed at their last use, workspaces included), and
+ * the simulator's latency counts each tagged node n times.
+ *
+ * Computes lifetimes, live bytes per step, the peak and the hot-spots of order (NULL = eager),
  * analytically from lifetimes (never by running anything). Workspace bytes come from the op
  * table (ir_node_workspace). IR_ERR_INVALID when order is not a topological permutation. On
  * failure *m is zeroed. */
