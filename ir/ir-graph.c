@@ -252,6 +252,68 @@ bool ir_const_scalar(const ir_graph *g, const ir_node *n, int i, double *out, ir
 
 /* ---------------------------------------------------------------- ordering and validation */
 
+/* The write-after-read edges of g's in-place nodes, as a CSR over the reading node (*off has
+ * n_nodes + 1 entries), each counted into indeg of the in-place node. *off stays NULL when g
+ * has no in-place node. */
+static ir_status war_edges(const ir_graph *g, int *indeg, int **off, int **succ, ir_diag *d) {
+    int n = g->n_nodes;
+    *off = NULL;
+    *succ = NULL;
+    /* owner[v] = the in-place node that overwrites value v, or -1 */
+    int *owner = NULL, *cnt = NULL, *list = NULL;
+    bool any = false;
+    for (int i = 0; i < n && !any; i++) {
+        const ir_op_def *def = ir_op_get(g->nodes[i].op);
+        any = def && (def->flags & IR_OPF_INPLACE);
+    }
+    if (!any) return IR_OK;
+    owner = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    cnt = calloc((size_t)n + 1, sizeof(int));
+    if (!owner || !cnt) goto nomem;
+    for (int v = 0; v < g->n_values; v++) owner[v] = -1;
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        const ir_op_def *def = ir_op_get(nd->op);
+        if (!def || !(def->flags & IR_OPF_INPLACE)) continue;
+        for (int k = 0; k < nd->n_out && k < nd->n_in; k++)
+            if (nd->in[k] >= 0) owner[nd->in[k]] = i;
+    }
+    /* two passes: count, then fill (edges r -> owner for each reader r != owner) */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < n; r++) {
+            const ir_node *nd = &g->nodes[r];
+            for (int k = 0; k < nd->n_in; k++) {
+                int v = nd->in[k], u = v >= 0 ? owner[v] : -1;
+                if (u < 0 || u == r) continue;
+                if (pass == 0) {
+                    cnt[r + 1]++;
+                    indeg[u]++;
+                } else {
+                    list[cnt[r]++] = u;
+                }
+            }
+        }
+        if (pass == 0) {
+            for (int r = 0; r < n; r++) cnt[r + 1] += cnt[r];
+            list = malloc(sizeof(int) * ((size_t)cnt[n] + 1));
+            *off = malloc(sizeof(int) * ((size_t)n + 1));
+            if (!list || !*off) goto nomem;
+            memcpy(*off, cnt, sizeof(int) * ((size_t)n + 1));
+        }
+    }
+    free(owner);
+    free(cnt);
+    *succ = list;
+    return IR_OK;
+nomem:
+    free(owner);
+    free(cnt);
+    free(list);
+    free(*off);
+    *off = NULL;
+    return ir_diag_set(d, IR_ERR_NOMEM, "out of memory sorting the graph");
+}
+
 ir_status ir_graph_toposort(ir_graph *g, ir_diag *d) {
     int n = g->n_nodes;
     if (n == 0) return IR_OK;
@@ -291,6 +353,11 @@ ir_status ir_graph_toposort(ir_graph *g, ir_diag *d) {
             if (v >= 0 && g->values[v].producer >= 0) users[ucount[v] + fill[v]++] = i;
         }
     free(fill);
+    /* Write-after-read edges: an in-place node (IR_OPF_INPLACE) overwrites input k with output
+     * k, so every other reader of that input must run before it (DESIGN.md, optimizer updates;
+     * fission assembles). war_off/war_succ: CSR of node -> in-place nodes that must follow. */
+    int *war_off = NULL, *war_succ = NULL;
+    if ((st = war_edges(g, indeg, &war_off, &war_succ, d)) != IR_OK) goto out;
     /* Stable Kahn: a min-heap on the current index keeps the existing order wherever it is
      * already topological. */
     int hn = 0, done = 0;
@@ -328,8 +395,13 @@ ir_status ir_graph_toposort(ir_graph *g, ir_diag *d) {
             for (int u = ucount[v]; u < ucount[v + 1]; u++)
                 if (--indeg[users[u]] == 0) HPUSH(users[u]);
         }
+        if (war_off)
+            for (int e = war_off[top]; e < war_off[top + 1]; e++)
+                if (--indeg[war_succ[e]] == 0) HPUSH(war_succ[e]);
     }
 #undef HPUSH
+    free(war_off);
+    free(war_succ);
     if (done < n) {
         int bad = 0;
         while (bad < n && indeg[bad] == 0) bad++;
