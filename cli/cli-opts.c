@@ -50,9 +50,11 @@ static const opt_def defs[] = {
      "latency limit: a ratio of the unoptimized latency (1.10) or absolute (12ms, 1.5s)"},
     {CLI_OPT_SEARCH, "time", 0, "T", "search time budget (10s, 500ms; default: 10s)"},
     {CLI_OPT_SEARCH, "max-states", 0, "K", "stop after K distinct states (default: 2^20)"},
+    {CLI_OPT_SEARCH, "max-frontier", 0, "N",
+     "keep at most N states waiting to be expanded, evicting the worst (default: 100000)"},
     {CLI_OPT_SEARCH, "threads", 0, "N", "search threads (default: the CPUs available)"},
     {CLI_OPT_SEARCH, "rules", 0, "LIST",
-     "rule families, comma-separated: remat, swap, reorder (default: all three)"},
+     "rule families, comma-separated: fission, remat, swap, reorder, subst (default: all)"},
     {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
     {CLI_OPT_SEARCH, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
@@ -251,13 +253,14 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
             o->quiet = true;
             return CLI_EXIT_OK;
         }
-        const char **slot = !strcmp(od->lng, "mem-limit")    ? &o->mem_limit
-                            : !strcmp(od->lng, "lat-limit")  ? &o->lat_limit
-                            : !strcmp(od->lng, "time")       ? &o->time_budget
-                            : !strcmp(od->lng, "max-states") ? &o->max_states
-                            : !strcmp(od->lng, "threads")    ? &o->threads
-                            : !strcmp(od->lng, "rules")      ? &o->rules
-                                                             : &o->delta;
+        const char **slot = !strcmp(od->lng, "mem-limit")      ? &o->mem_limit
+                            : !strcmp(od->lng, "lat-limit")    ? &o->lat_limit
+                            : !strcmp(od->lng, "time")         ? &o->time_budget
+                            : !strcmp(od->lng, "max-states")   ? &o->max_states
+                            : !strcmp(od->lng, "max-frontier") ? &o->max_frontier
+                            : !strcmp(od->lng, "threads")      ? &o->threads
+                            : !strcmp(od->lng, "rules")        ? &o->rules
+                                                               : &o->delta;
         *slot = val;
         return CLI_EXIT_OK;
     }

@@ -42,8 +42,8 @@ enum cli_opt_mask {
     CLI_OPT_TRAIN = 1u << 10,
     CLI_OPT_ORDER = 1u << 11,  /* --order eager|memory */
     CLI_OPT_REPEAT = 1u << 12, /* --repeat N */
-    /* --mem-limit, --lat-limit, --time, --max-states, --threads, --rules, --delta, --quiet
-     * (cmd-optimize.c parses the values) */
+    /* --mem-limit, --lat-limit, --time, --max-states, --max-frontier, --threads, --rules,
+     * --delta, --quiet (cmd-optimize.c parses the values) */
     CLI_OPT_SEARCH = 1u << 13,
 };
 
@@ -72,7 +72,8 @@ typedef struct cli_opts {
     ir_train_opts train_opts; /* --loss, --target, --optimizer, --lr */
     const char *train_only;   /* the first option given that needs --train, for the error */
     /* CLI_OPT_SEARCH values as given (NULL when absent); cmd-optimize.c parses them */
-    const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta;
+    const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta,
+        *max_frontier;
     bool quiet;
     int n_pos;
     const char **pos; /* positional arguments, in order */
@@ -233,6 +234,7 @@ typedef struct cli_mem_plot {
      * legend). */
     const size_t *ref_bytes;
     const char *label, *ref_label;
+    int ref_n_steps; /* steps of ref_bytes when they differ from n_steps; 0: n_steps */
 } cli_mem_plot;
 
 /* Writes an SVG plot of live memory over schedule steps (axes, MiB labels, title, the peak

@@ -1,8 +1,14 @@
 /* cmd-optimize.c - `magpie optimize`: the memory optimizer's search (xs_search, MAGIS Algorithm
- * 3 with the remat/swap rules and the memory DP's order) under a memory or a latency limit, and
- * the plan it writes: DIR/optimized.onnx (the best graph, nodes in the schedule's order, swap ops
- * in domain "magpie"), DIR/schedule.json and DIR/report.json. The limit not met is exit 3 with
- * the plan still written; SIGINT/SIGTERM stop the search, the plan is written, exit 4.
+ * 3 over fission, remat, swap, substitution and the memory DP's order) under a memory or a
+ * latency limit, its progress line, and the plan it writes:
+ *  - DIR/optimized.onnx: the best graph with its fissions materialized (rw_fission_materialize:
+ *    all n parts), rematerialized ops duplicated, Store/Load and the fission ops in domain
+ *    "magpie", nodes in the schedule's order;
+ *  - DIR/schedule.json (docs/schedule-json.md), DIR/report.json (also printed by --json) and
+ *    DIR/memory.svg (live memory per step, the eager order against the plan, MAGIS fig. 16).
+ * The figures reported are those of optimized.onnx read back and simulated in file order; the
+ * search's own are checked equal in peak before anything is written. The limit not met is exit
+ * 3 with the plan still written; SIGINT/SIGTERM stop the search, the plan is written, exit 4.
  *
  * Usage errors (options, the model) are found before anything is written. */
 #define _POSIX_C_SOURCE 200809L
@@ -17,8 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_DEVICE "analytic:rtx3090"
+#define DEFAULT_MAX_FRONTIER 100000
 #define DEFAULT_OUT_DIR "magpie-out"
 
 static volatile sig_atomic_t interrupted;
@@ -40,6 +48,17 @@ typedef struct opt_args {
     const char *limit_text;
     unsigned rules;
 } opt_args;
+
+/* The --rules families, in the order report.json lists them. */
+static const struct {
+    const char *name;
+    unsigned flag;
+} families[] = {{"fission", XS_RULE_FISSION},
+                {"remat", XS_RULE_REMAT},
+                {"swap", XS_RULE_SWAP},
+                {"reorder", XS_RULE_REORDER},
+                {"subst", XS_RULE_SUBST}};
+#define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
 static int parse_args(const cli_cmd *cmd, const cli_opts *o, opt_args *a) {
     const char *n = cmd->name;
@@ -73,6 +92,16 @@ static int parse_args(const cli_cmd *cmd, const cli_opts *o, opt_args *a) {
                             o->max_states);
         a->xs.max_states = (size_t)v;
     }
+    a->xs.max_frontier = DEFAULT_MAX_FRONTIER;
+    if (o->max_frontier) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(o->max_frontier, &end, 10);
+        if (!*o->max_frontier || *end || errno || v < 1 || v > (1LL << 32))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --max-frontier '%s': expected an integer >= 1", n,
+                            o->max_frontier);
+        a->xs.max_frontier = (size_t)v;
+    }
     if (o->threads) {
         char *end = NULL;
         errno = 0;
@@ -100,17 +129,16 @@ static int parse_args(const cli_cmd *cmd, const cli_opts *o, opt_args *a) {
         const char *p = o->rules;
         for (;;) {
             size_t len = strcspn(p, ",");
-            if (len == 5 && !strncmp(p, "remat", 5))
-                a->xs.rules |= XS_RULE_REMAT;
-            else if (len == 4 && !strncmp(p, "swap", 4))
-                a->xs.rules |= XS_RULE_SWAP;
-            else if (len == 7 && !strncmp(p, "reorder", 7))
-                a->xs.rules |= XS_RULE_REORDER;
-            else
+            int k = 0;
+            while (k < N_FAMILIES &&
+                   (strlen(families[k].name) != len || strncmp(p, families[k].name, len)))
+                k++;
+            if (k == N_FAMILIES)
                 return cli_fail(CLI_EXIT_USAGE,
-                                "%s: --rules '%s': unknown rule family '%.*s' (expected remat, "
-                                "swap, reorder)",
+                                "%s: --rules '%s': unknown rule family '%.*s' (expected fission, "
+                                "remat, swap, reorder, subst)",
                                 n, o->rules, (int)len, p);
+            a->xs.rules |= families[k].flag;
             if (!p[len]) break;
             p += len + 1;
         }
@@ -136,17 +164,19 @@ typedef struct report {
     const char *model, *device, *out_dir;
     const opt_args *a;
     const xs_result *r;
-    const ir_graph *best; /* reordered: file order = schedule */
+    const ir_graph *best; /* the plan as read back: file order = schedule */
     const sched_sim *sim; /* of best in file order */
     double limit_abs;
     bool met;
     int threads;
     double t_load, t_profile, t_write;
-    int n_store, n_load;
+    int n_store, n_load, n_fission_ops;
 } report;
 
 static void report_json(cli_json *j, const report *p) {
     const xs_result *r = p->r;
+    const xp_worker_stats *t = &r->stats.total;
+    char buf[32];
     cli_json_obj_begin(j);
     cli_json_kv_str(j, "model", p->model);
     cli_json_kv_str(j, "device", p->device);
@@ -166,6 +196,8 @@ static void report_json(cli_json *j, const report *p) {
     cli_json_kv_num(j, "best_latency_seconds", p->sim->latency_s);
     cli_json_kv_uint(j, "search_best_peak_bytes", r->best_peak_bytes);
     cli_json_kv_num(j, "search_best_latency_seconds", r->best_latency_s);
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)r->best_fingerprint);
+    cli_json_kv_str(j, "best_fingerprint", buf);
     cli_json_kv_uint(j, "best_peak_host_bytes", p->sim->peak_host_bytes);
     cli_json_kv_num(j, "peak_ratio",
                     r->eager_peak_bytes
@@ -175,37 +207,75 @@ static void report_json(cli_json *j, const report *p) {
                     r->eager_latency_s > 0 ? p->sim->latency_s / r->eager_latency_s : NAN);
     cli_json_kv_int(j, "nodes", p->best->n_nodes);
     cli_json_key(j, "states_explored"); /* children scheduled and simulated, plus the start */
-    cli_json_uint(j, r->stats.total.generated + 1);
-    cli_json_kv_uint(j, "states_expanded", r->stats.total.expanded);
-    cli_json_kv_uint(j, "states_duplicate", r->stats.total.duplicates);
-    cli_json_kv_num(
-        j, "states_per_second",
-        r->search_seconds > 0 ? (double)(r->stats.total.generated + 1) / r->search_seconds : NAN);
+    cli_json_uint(j, t->generated + 1);
+    cli_json_kv_uint(j, "states_expanded", t->expanded);
+    cli_json_kv_uint(j, "states_duplicate", t->duplicates);
+    cli_json_kv_uint(j, "states_rejected", t->rejected);
+    cli_json_kv_uint(j, "states_failed", r->failed_children);
+    cli_json_kv_num(j, "states_per_second",
+                    r->search_seconds > 0 ? (double)(t->generated + 1) / r->search_seconds : NAN);
     cli_json_kv_str(j, "stop_reason", xp_stop_reason_to_string(r->stats.reason));
     cli_json_kv_bool(j, "interrupted", r->interrupted);
+    cli_json_key(j, "frontier");
+    cli_json_obj_begin(j);
+    cli_json_kv_uint(j, "max", p->a->xs.max_frontier);
+    cli_json_kv_uint(j, "peak", t->frontier_peak); /* summed over the workers: a bound */
+    cli_json_kv_uint(j, "left", r->stats.frontier);
+    cli_json_kv_uint(j, "evicted", t->evicted);
+    cli_json_kv_uint(j, "dropped", t->dropped);
+    cli_json_obj_end(j);
+    cli_json_key(j, "cache");
+    cli_json_obj_begin(j);
+    cli_json_kv_uint(j, "hits", r->cache_hits);
+    cli_json_kv_uint(j, "misses", r->cache_misses);
+    cli_json_kv_uint(j, "replayed_rewrites", r->replay_steps);
+    cli_json_kv_uint(j, "replay_mismatches", r->replay_mismatches);
+    cli_json_obj_end(j);
+    /* the rewrites on the best state's chain */
     cli_json_key(j, "rules");
     cli_json_obj_begin(j);
-    static const char *const names[] = {"remat", "deremat", "swap", "deswap"};
-    for (int k = 0; k < 4; k++) {
-        cli_json_kv_int(j, names[k], r->applied[k]);
-    }
+    for (int k = 0; k < RW_KIND_COUNT; k++) cli_json_kv_int(j, rw_kind_name(k), r->applied[k]);
     cli_json_obj_end(j);
+    cli_json_key(j, "subst_rules");
+    cli_json_obj_begin(j);
+    for (int k = 0; k < RW_SUBST_RULE_COUNT; k++)
+        cli_json_kv_int(j, rw_subst_rule_name(k), r->subst_applied[k]);
+    cli_json_obj_end(j);
+    cli_json_kv_int(j, "ftree_nodes", r->ftree_nodes);
+    cli_json_key(j, "fissions");
+    cli_json_arr_begin(j);
+    for (int i = 0; i < r->n_fissions; i++) {
+        cli_json_obj_begin(j);
+        cli_json_kv_int(j, "ftree_node", r->fissions[i].tree_node);
+        cli_json_kv_int(j, "nodes", r->fissions[i].n_ids);
+        cli_json_kv_int(j, "dimension_length", r->fissions[i].dim_len);
+        cli_json_kv_int(j, "parts", r->fissions[i].parts);
+        cli_json_obj_end(j);
+    }
+    cli_json_arr_end(j);
     cli_json_kv_int(j, "store_nodes", p->n_store);
     cli_json_kv_int(j, "load_nodes", p->n_load);
+    cli_json_kv_int(j, "fission_nodes", p->n_fission_ops);
     cli_json_key(j, "rule_families");
     cli_json_arr_begin(j);
-    if (p->a->xs.rules & XS_RULE_REMAT) cli_json_str(j, "remat");
-    if (p->a->xs.rules & XS_RULE_SWAP) cli_json_str(j, "swap");
-    if (p->a->xs.rules & XS_RULE_REORDER) cli_json_str(j, "reorder");
+    for (int k = 0; k < N_FAMILIES; k++)
+        if (p->a->xs.rules & families[k].flag) cli_json_str(j, families[k].name);
     cli_json_arr_end(j);
     cli_json_kv_int(j, "threads", p->threads);
     cli_json_kv_uint(j, "seed", p->a->xs.seed);
     cli_json_kv_num(j, "delta", p->a->xs.delta);
+    /* the workers' time by phase, summed over the workers */
     cli_json_key(j, "phase_seconds");
+    cli_json_obj_begin(j);
+    for (int k = 0; k < XS_PHASE_COUNT; k++)
+        cli_json_kv_num(j, xs_phase_name(k), r->phase_seconds[k]);
+    cli_json_obj_end(j);
+    /* the command's wall time by step */
+    cli_json_key(j, "wall_seconds");
     cli_json_obj_begin(j);
     cli_json_kv_num(j, "load", p->t_load);
     cli_json_kv_num(j, "profile", p->t_profile);
-    cli_json_kv_num(j, "start_schedule", r->start_seconds);
+    cli_json_kv_num(j, "start", r->start_seconds);
     cli_json_kv_num(j, "search", r->search_seconds);
     cli_json_kv_num(j, "write", p->t_write);
     cli_json_obj_end(j);
@@ -221,22 +291,28 @@ static bool write_report(FILE *f, void *arg, ir_diag *d) {
     return !ferror(f);
 }
 
+/* The format is docs/schedule-json.md's; change both together. */
 static bool write_schedule(FILE *f, void *arg, ir_diag *d) {
     (void)d;
     const report *p = arg;
     cli_json j;
     cli_json_init(&j, f);
     cli_json_obj_begin(&j);
+    cli_json_kv_int(&j, "version", 1);
+    cli_json_kv_str(&j, "model", p->model);
     cli_json_kv_str(&j, "device", p->device);
     cli_json_kv_uint(&j, "peak_bytes", p->sim->peak_device_bytes);
+    cli_json_kv_uint(&j, "peak_host_bytes", p->sim->peak_host_bytes);
     cli_json_kv_num(&j, "latency_seconds", p->sim->latency_s);
     cli_json_key(&j, "steps");
     cli_json_arr_begin(&j);
     for (int s = 0; s < p->best->n_nodes; s++) {
         const ir_node *n = &p->best->nodes[s];
         cli_json_obj_begin(&j);
+        cli_json_kv_int(&j, "step", s);
         cli_json_kv_str(&j, "node", n->name);
         cli_json_kv_str(&j, "op", n->op_type ? n->op_type : ir_op_name(n->op));
+        cli_json_kv_str(&j, "domain", n->domain ? n->domain : "");
         cli_json_kv_num(&j, "start_seconds", p->sim->start_s[s]);
         cli_json_kv_num(&j, "end_seconds", p->sim->end_s[s]);
         cli_json_kv_uint(&j, "device_bytes", p->sim->device_bytes[s]);
@@ -249,20 +325,71 @@ static bool write_schedule(FILE *f, void *arg, ir_diag *d) {
     return !ferror(f);
 }
 
-static void progress(void *arg, const xs_progress *p) {
-    (void)arg;
-    char a[32], b[32];
-    fprintf(stderr, "magpie: optimize %.0fs: %llu states (%llu expanded), best %s, %s\n",
-            p->seconds, (unsigned long long)p->generated + 1, (unsigned long long)p->expanded,
-            cli_fmt_bytes(p->best_peak_bytes, a, sizeof a),
-            cli_fmt_seconds(p->best_latency_s, b, sizeof b));
+/* ---------------------------------------------------------------- progress */
+
+/* On a terminal one line rewritten in place about 4 times a second; otherwise (a log, a pipe)
+ * one plain line every PLAIN_INTERVAL_S and one at the end. */
+#define TTY_INTERVAL_S 0.25
+#define PLAIN_INTERVAL_S 10.0
+
+typedef struct progress_ctx {
+    bool tty;
+    size_t base_peak;
+    double base_lat;
+} progress_ctx;
+
+static void progress(void *arg, const xs_progress *p, bool final) {
+    const progress_ctx *c = arg;
+    char line[256];
+    uint64_t states = p->generated + 1;
+    snprintf(line, sizeof line,
+             "magpie: optimize %6.1fs  %llu states (%.0f/s)  frontier %llu  best peak %.3fx"
+             "  latency %.3fx",
+             p->seconds, (unsigned long long)states,
+             p->seconds > 0 ? (double)states / p->seconds : 0.0, (unsigned long long)p->frontier,
+             c->base_peak ? (double)p->best_peak_bytes / (double)c->base_peak : 0.0,
+             c->base_lat > 0 ? p->best_latency_s / c->base_lat : 0.0);
+    if (c->tty) /* \r back to the line's start, ESC[K clears what a longer line left behind */
+        fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
 }
+
+/* ---------------------------------------------------------------- the command */
 
 static char *join(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s/%s", dir, name);
     return p;
+}
+
+static int peak_step(const size_t *v, int n) {
+    int best = n > 0 ? 0 : -1;
+    for (int s = 1; s < n; s++)
+        if (v[s] > v[best]) best = s;
+    return best;
+}
+
+/* memory.svg: live device bytes per step of the plan, the eager order beside it. */
+static ir_status write_plot(const char *path, const sched_sim *eager, const sched_sim *plan,
+                            size_t resident, ir_diag *d) {
+    char a[32], b[32], la[96], lb[96];
+    snprintf(la, sizeof la, "optimized plan (peak %s)",
+             cli_fmt_bytes(plan->peak_device_bytes, a, sizeof a));
+    snprintf(lb, sizeof lb, "eager order (peak %s)",
+             cli_fmt_bytes(eager->peak_device_bytes, b, sizeof b));
+    cli_mem_plot pl = {.title = "magpie optimize: live memory, eager order vs optimized plan",
+                       .step_bytes = plan->device_bytes,
+                       .n_steps = plan->n_steps,
+                       .resident_bytes = resident,
+                       .peak_step = peak_step(plan->device_bytes, plan->n_steps),
+                       .ref_bytes = eager->device_bytes,
+                       .ref_n_steps = eager->n_steps,
+                       .label = la,
+                       .ref_label = lb};
+    return cli_plot_svg(path, &pl, d);
 }
 
 int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
@@ -276,8 +403,10 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
     prof_model *m = NULL;
     xs_result r = {0};
     sched_sim eager = {0}, sim = {0}, plan_sim = {0};
-    ir_graph *plan = NULL;
-    char *p_onnx = NULL, *p_sched = NULL, *p_report = NULL, **made = NULL;
+    sched_memory plan_mem = {0};
+    ir_graph *plan = NULL, *mat = NULL;
+    int *mat_order = NULL;
+    char *p_onnx = NULL, *p_sched = NULL, *p_report = NULL, *p_svg = NULL, **made = NULL;
     int n_made = 0;
     double t0 = now_s();
     ir_graph *g = cli_load_graph(path, o, false, &code);
@@ -300,7 +429,12 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
     a.xs.cost = m;
     a.xs.limit = cli_limit_resolve(
         &a.limit, a.xs.mode == XS_MODE_MEM ? (double)eager.peak_device_bytes : eager.latency_s);
+    progress_ctx pc = {.tty = isatty(STDERR_FILENO) == 1,
+                       .base_peak = eager.peak_device_bytes,
+                       .base_lat = eager.latency_s};
     a.xs.progress = o->quiet ? NULL : progress;
+    a.xs.progress_arg = &pc;
+    a.xs.progress_interval_s = pc.tty ? TTY_INTERVAL_S : PLAIN_INTERVAL_S;
     a.xs.interrupt = &interrupted;
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_signal;
@@ -324,9 +458,20 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
         goto out;
     }
     t0 = now_s();
-    /* the plan: the best graph with its nodes in the schedule's order */
-    if ((st = reorder_nodes(r.best, r.best_order, &d)) != IR_OK ||
-        (st = sched_simulate(r.best, NULL, m, &sim, &d)) != IR_OK) {
+    /* the plan: the best graph with its fissions materialized (every part), nodes in the
+     * schedule's order */
+    ir_graph *best = r.best;
+    const int *best_order = r.best_order;
+    if (r.n_fissions > 0) {
+        if (!(mat = rw_fission_materialize(r.best, r.best_order, &mat_order, &d))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "%s: materializing the fissions: %s", path, d.msg);
+            goto out;
+        }
+        best = mat;
+        best_order = mat_order;
+    }
+    if ((st = reorder_nodes(best, best_order, &d)) != IR_OK ||
+        (st = sched_simulate(best, NULL, m, &sim, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, path);
         goto out;
     }
@@ -341,27 +486,20 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
                   .out_dir = dir,
                   .a = &a,
                   .r = &r,
-                  .best = r.best,
-                  .sim = &sim,
                   .limit_abs = a.xs.limit,
                   .threads = r.stats.threads,
                   .t_load = t_load,
                   .t_profile = t_profile};
-    rep.met = a.xs.mode == XS_MODE_MEM ? (double)r.best_peak_bytes <= a.xs.limit
-                                       : r.best_latency_s <= a.xs.limit;
-    for (int i = 0; i < r.best->n_nodes; i++) {
-        rep.n_store += r.best->nodes[i].op == IR_OP_Store;
-        rep.n_load += r.best->nodes[i].op == IR_OP_Load;
-    }
     p_onnx = join(dir, "optimized.onnx");
     p_sched = join(dir, "schedule.json");
     p_report = join(dir, "report.json");
-    if (!p_onnx || !p_sched || !p_report) {
+    p_svg = join(dir, "memory.svg");
+    if (!p_onnx || !p_sched || !p_report || !p_svg) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
     if ((st = cli_mkdirs(dir, &made, &n_made, &d)) != IR_OK ||
-        (st = ir_onnx_save(r.best, p_onnx, &d)) != IR_OK) {
+        (st = ir_onnx_save(best, p_onnx, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
@@ -370,7 +508,8 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
      * what `magpie run` measures; the search's own figures are reported beside them. */
     if (!(plan = cli_load_model(p_onnx, o, false, &code))) goto out;
     if ((st = prof_profile_graph(m, plan, &d)) != IR_OK ||
-        (st = sched_simulate(plan, NULL, m, &plan_sim, &d)) != IR_OK) {
+        (st = sched_simulate(plan, NULL, m, &plan_sim, &d)) != IR_OK ||
+        (st = sched_memory_compute(plan, NULL, &plan_mem, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, p_onnx);
         goto out;
     }
@@ -378,12 +517,15 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
     rep.sim = &plan_sim;
     rep.met = a.xs.mode == XS_MODE_MEM ? (double)plan_sim.peak_device_bytes <= a.xs.limit
                                        : plan_sim.latency_s <= a.xs.limit;
-    rep.n_store = rep.n_load = 0;
     for (int i = 0; i < plan->n_nodes; i++) {
-        rep.n_store += plan->nodes[i].op == IR_OP_Store;
-        rep.n_load += plan->nodes[i].op == IR_OP_Load;
+        ir_op_kind op = plan->nodes[i].op;
+        rep.n_store += op == IR_OP_Store;
+        rep.n_load += op == IR_OP_Load;
+        rep.n_fission_ops += op == IR_OP_FissionBuffer || op == IR_OP_FissionSlice ||
+                             op == IR_OP_FissionAssemble || op == IR_OP_FissionAccumulate;
     }
-    if ((st = cli_write_atomic(p_sched, write_schedule, &rep, &d)) != IR_OK) {
+    if ((st = cli_write_atomic(p_sched, write_schedule, &rep, &d)) != IR_OK ||
+        (st = write_plot(p_svg, &eager, &plan_sim, plan_mem.resident_bytes, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
@@ -412,13 +554,15 @@ int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o) {
                cli_fmt_seconds(r.eager_latency_s, b3, sizeof b3),
                cli_fmt_seconds(plan_sim.latency_s, b4, sizeof b4),
                r.eager_latency_s > 0 ? 100.0 * (plan_sim.latency_s / r.eager_latency_s - 1) : 0.0);
-        printf("rewrites     remat %d, deremat %d, swap %d, deswap %d\n", r.applied[0],
-               r.applied[1], r.applied[2], r.applied[3]);
+        printf("rewrites    ");
+        for (int k = 0; k < RW_KIND_COUNT; k++)
+            printf(" %s %d%s", rw_kind_name(k), r.applied[k], k + 1 < RW_KIND_COUNT ? "," : "\n");
+        printf("fissions     %d enabled (F-Tree of %d nodes)\n", r.n_fissions, r.ftree_nodes);
         printf("search       %llu states, %s, %s\n",
                (unsigned long long)r.stats.total.generated + 1,
                cli_fmt_seconds(r.search_seconds, b1, sizeof b1),
                xp_stop_reason_to_string(r.stats.reason));
-        printf("plan         %s, %s, %s\n", p_onnx, p_sched, p_report);
+        printf("plan         %s, %s, %s, %s\n", p_onnx, p_sched, p_report, p_svg);
     }
     if (r.interrupted) {
         fprintf(stderr, "magpie: optimize: interrupted; the best plan so far is in %s\n", dir);
@@ -442,11 +586,15 @@ out:
     free(p_onnx);
     free(p_sched);
     free(p_report);
+    free(p_svg);
     prof_close(m);
     sched_sim_free(&eager);
     sched_sim_free(&sim);
     sched_sim_free(&plan_sim);
+    sched_memory_free(&plan_mem);
     ir_graph_free(plan);
+    ir_graph_free(mat);
+    free(mat_order);
     xs_result_free(&r);
     ir_graph_free(g);
     return code;

@@ -80,20 +80,21 @@ static const cli_cmd cmds[] = {
     {
         .name = "optimize",
         .args = "MODEL.onnx",
-        .summary = "search for a plan within a memory or latency limit (remat, swap, reorder)",
+        .summary = "search for a plan within a memory or latency limit (fission, remat, swap, ...)",
         .details =
             "Searches (MAGIS Algorithm 3, best-first on --threads workers) over rewrites of\n"
-            "the model or, with --train, its training graph: rematerialization, swapping\n"
-            "(Store/Load to host memory) and their inverses, applied at the memory\n"
-            "hot-spots, each child re-scheduled incrementally from the memory DP's order\n"
-            "and simulated under --device. Exactly one limit: --mem-limit X minimises\n"
-            "latency with the peak within X; --lat-limit X minimises the peak with the\n"
-            "latency within X. A plain number is a ratio of the unoptimized (eager) value,\n"
-            "a unit makes it absolute (512MiB, 8GiB, 12ms, 1.5s). Writes DIR/optimized.onnx\n"
-            "(nodes in the schedule's order), DIR/schedule.json and DIR/report.json\n"
-            "(default DIR: magpie-out). Exit 3 when the limit is not met (the plan is still\n"
-            "written), 4 when interrupted. Not yet searched: fission (F-Trees) and\n"
-            "substitution rules.",
+            "the model or, with --train, its training graph: fission (F-Tree mutations),\n"
+            "rematerialization, swapping (Store/Load to host memory) and their inverses at the\n"
+            "memory hot-spots, and substitutions, starting from the memory DP's order; each\n"
+            "child is re-scheduled incrementally and simulated under --device. Exactly one\n"
+            "limit: --mem-limit X minimises latency with the peak within X; --lat-limit X\n"
+            "minimises the peak with the latency within X. A plain number is a ratio of the\n"
+            "unoptimized (eager) value, a unit makes it absolute (512MiB, 8GiB, 12ms, 1.5s).\n"
+            "--threads 1 --seed S --max-states K gives the same plan on every run. Progress\n"
+            "goes to stderr (a live line on a terminal). Writes DIR/optimized.onnx (fissions\n"
+            "materialized, nodes in the schedule's order), DIR/schedule.json, DIR/report.json\n"
+            "and DIR/memory.svg (default DIR: magpie-out). Exit 3 when the limit is not met\n"
+            "(the plan is still written), 4 when interrupted.",
         .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_SEED | CLI_OPT_OUTDIR | CLI_OPT_JSON |
                 CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TRAIN | CLI_OPT_SEARCH,
         .min_pos = 1,

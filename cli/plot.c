@@ -141,12 +141,18 @@ static void svg_series(FILE *f, const svg_frame *fr, const cli_mem_plot *p) {
     }
 }
 
+/* Steps of the second series (its own count when given, e.g. the eager order of a graph that a
+ * plan rewrote). */
+static int ref_steps(const cli_mem_plot *p) {
+    return p->ref_n_steps > 0 ? p->ref_n_steps : p->n_steps;
+}
+
 /* The second series: a dashed step line, no fill, so the first stays readable beneath it. */
 static void svg_ref_series(FILE *f, const svg_frame *fr, const cli_mem_plot *p) {
-    if (!p->ref_bytes || p->n_steps <= 0) return;
+    if (!p->ref_bytes || ref_steps(p) <= 0) return;
     fprintf(f, "<path fill=\"none\" stroke=\"#e07b00\" stroke-width=\"1.4\" "
                "stroke-dasharray=\"6,3\" d=\"");
-    for (int s = 0; s < p->n_steps; s++)
+    for (int s = 0; s < ref_steps(p); s++)
         fprintf(f, "%s%.2f %.2f L%.2f %.2f", s ? " L" : "M", px(fr, s),
                 py(fr, (double)p->ref_bytes[s]), px(fr, s + 1), py(fr, (double)p->ref_bytes[s]));
     fprintf(f, "\"/>\n");
@@ -179,14 +185,16 @@ static void svg_legend(FILE *f, const cli_mem_plot *p) {
 static bool svg_write(FILE *f, void *arg, ir_diag *d) {
     const cli_mem_plot *p = arg;
     size_t top = p->resident_bytes;
-    for (int s = 0; s < p->n_steps; s++) {
+    for (int s = 0; s < p->n_steps; s++)
         if (p->step_bytes[s] > top) top = p->step_bytes[s];
-        if (p->ref_bytes && p->ref_bytes[s] > top) top = p->ref_bytes[s];
-    }
+    for (int s = 0; p->ref_bytes && s < ref_steps(p); s++)
+        if (p->ref_bytes[s] > top) top = p->ref_bytes[s];
+    int x_max = p->n_steps;
+    if (p->ref_bytes && ref_steps(p) > x_max) x_max = ref_steps(p);
     double top_mib = (double)top / MIB;
     double ys = nice_step(top_mib > 0 ? top_mib * 1.08 : 1.0, 5);
     svg_frame fr = {
-        .x_max = p->n_steps > 0 ? p->n_steps : 1,
+        .x_max = x_max > 0 ? x_max : 1,
         .y_max_mib = ceil((top_mib > 0 ? top_mib * 1.08 : 1.0) / ys) * ys,
     };
     fprintf(f,

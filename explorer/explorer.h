@@ -119,6 +119,15 @@ size_t xp_fpset_copy(const xp_fpset *s, uint64_t *out, size_t cap);
  *    pointer xp_pool_best returns stays valid while the pool exists.
  *  - Ends when no state is left anywhere and no expansion is in flight, or at a budget
  *    (max_expanded, max_seconds, fingerprint-set capacity) or on xp_pool_request_stop.
+ *  - Frontier bound (opts.max_frontier = N > 0): each worker holds at most ceil(N / threads)
+ *    accepted states in its heap plus its deque (the deque's size as read at push time;
+ *    thieves only shrink it). A child accepted while that is full evicts the worst state of
+ *    the worker's heap when it is better than it (the evicted state is freed, unless it was
+ *    ever the best), else it is dropped (XP_EMIT_DROPPED). A child that became the best is
+ *    never dropped: with an empty heap and a full deque it goes one over the bound. The
+ *    decision is local to the worker (no lock, no shared counter), so with threads == 1 the
+ *    frontier never exceeds N and the search stays deterministic. Evicted and dropped states
+ *    keep their fingerprints in the set: they are never generated again.
  *  - Determinism: with threads == 1 there is no deque, no stealing and no randomness, so the
  *    expansion order is exactly that of a sequential best-first search (the heap breaks ties
  *    by push order); with a deterministic expand and no time budget, runs are identical. */
@@ -152,6 +161,7 @@ typedef struct xp_pool_opts {
     double max_seconds;    /* budget: wall time from xp_pool_start; <= 0: none */
     size_t max_states;     /* fingerprint-set capacity (a budget: full stops); 0: 2^20 */
     unsigned expose_every; /* exposure period (above); 0: 4 */
+    size_t max_frontier;   /* frontier bound (above); 0: none */
 } xp_pool_opts;
 
 typedef enum xp_stop_reason {
@@ -169,6 +179,7 @@ typedef enum xp_emit_result {
     XP_EMIT_DUPLICATE,  /* its fingerprint was seen before: freed */
     XP_EMIT_REJECTED,   /* worse than delta x best: freed (unless it was ever the best) */
     XP_EMIT_STOPPED,    /* the set is full or memory ran out: the search stops; freed */
+    XP_EMIT_DROPPED,    /* the frontier is full and it is no better than its worst: freed */
 } xp_emit_result;
 
 typedef struct xp_worker_stats {
@@ -181,6 +192,9 @@ typedef struct xp_worker_stats {
     uint64_t steals;         /* states taken from another worker's deque */
     uint64_t steal_attempts; /* xp_deque_steal calls on others */
     uint64_t improvements;   /* times this worker published a new best */
+    uint64_t evicted;        /* frontier states evicted by a better child (frontier bound) */
+    uint64_t dropped;        /* accepted children dropped for the frontier bound */
+    uint64_t frontier_peak;  /* most states this worker held (heap + deque); summed: a bound */
 } xp_worker_stats;
 
 typedef struct xp_pool_stats {
@@ -188,11 +202,13 @@ typedef struct xp_pool_stats {
     int threads;
     double seconds; /* from start to the end of the run (to now while it runs) */
     xp_stop_reason reason;
+    uint64_t frontier; /* states accepted and not yet expanded, in flight included (a gauge) */
 } xp_pool_stats;
 
 /* CPUs in this thread's affinity mask (sched_getaffinity), at least 1. */
 int xp_default_threads(void);
-/* The defaults above (threads 0, seed 0, delta 1.1, no budgets, 2^20 states, expose 4). */
+/* The defaults above (threads 0, seed 0, delta 1.1, no budgets, 2^20 states, expose 4, no
+ * frontier bound). */
 xp_pool_opts xp_pool_opts_default(void);
 
 /* A pool; copies opts and cb. NULL on bad arguments (cb->expand NULL) or out of memory. */
@@ -227,6 +243,10 @@ void xp_pool_resume(xp_pool *p);
 xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key);
 /* The worker's index in 0..threads-1 (for per-worker scratch in ctx). */
 int xp_worker_index(const xp_worker *w);
+/* From expand only: true once the search is stopping (a budget, a request, the time limit,
+ * which this call checks), so an expand with many costly children can end early: the children
+ * it does not emit are lost, as the search ends anyway. */
+bool xp_worker_should_stop(xp_worker *w);
 
 /* The best state so far and its key (key may be NULL); any thread, any time after start.
  * The state stays valid until xp_pool_free; the caller must not modify or free it. */
@@ -238,22 +258,43 @@ const char *xp_stop_reason_to_string(xp_stop_reason r);
 
 /* ---------------------------------------------------------------- memory-optimizer search */
 
-/* xs_search (xp-search.c): MAGIS Algorithm 3 over the schedule-based rules of rules.h, on the
- * xp_pool above. A state is a graph (owned), its order, its simulated (peak device bytes,
- * latency) and its fingerprint (ir_graph_hash). The start state is the model with the memory
- * DP's order (XS_RULE_REORDER; the eager order when that is better under the mode's key, or
- * without the flag). Expanding a state lists rw_candidates on its hot-spots (the enabled
- * families only), applies each, re-schedules incrementally from the parent's order with the
- * touched ids, re-places swaps when the graph has Store/Load, simulates under the cost model
- * and emits the child.
+/* xs_search (xp-search.c, xp-state.c): MAGIS Algorithm 3 on the xp_pool above, over the rules of
+ * rules.h: rematerialization and swapping (and their inverses), substitutions, and the F-Tree
+ * mutations that enable, lift, disable and re-split fissions.
+ *
+ * A state is its parent, the rw_rewrite that made it from the parent, its key (peak device
+ * bytes, latency), its fingerprint and its depth: a few dozen bytes, so a large frontier fits
+ * in memory (DESIGN.md decision 3). Its materialization (the base graph G_b without fission,
+ * the fission configuration, one int per F-Tree node, the evaluated one-copy graph G_e =
+ * rw_fission_apply(G_b, enabled fissions), or G_b itself when none is enabled, and G_e's order)
+ * lives in a bounded LRU cache shared by the workers (one mutex; a lookup per expansion) and is
+ * rebuilt on a miss by replaying the rewrites from the nearest cached ancestor, exactly as the
+ * search made them (same rewrite, same incremental re-schedule, same simulation): replay is
+ * deterministic, so a rebuilt state has the fingerprint and key it was generated with (counted
+ * in xs_result.replay_mismatches otherwise). Expanded states stay alive, by reference counts,
+ * while a descendant of theirs is in the frontier. The F-Tree is built once, by rw_ftree_build
+ * on the start state's graph and memory, and shared read-only.
+ *
+ * Expanding a state: rw_candidates on G_e's memory hot-spots (remat, swap; not those that touch
+ * a node of an enabled fission group or a fission op: MAGIS's rules do not cross an F-Trans
+ * region; applied to G_b, whose ids G_e shares), rw_subst_candidates on G_b (the same
+ * restriction), rw_ftree_mutations of the configuration. Each child is re-scheduled
+ * incrementally from the parent's order (sched_incremental with the rewrite's touched ids; for
+ * a fission change, the old and new groups' S and fission nodes), its swaps re-placed,
+ * simulated under the cost model and fingerprinted with ir_graph_hash(G_e), which sees the
+ * fission state (tags and sliced shapes are in G_e), free of node names and ids.
  *
  * BetterThan (Algorithm 3, line 2), per mode, with limit X and relaxation delta:
  *   XS_MODE_MEM: (max(a.mem, X), a.lat) < (max(delta * b.mem, X), delta * b.lat)
  *   XS_MODE_LAT: (max(a.lat, X), a.mem) < (max(delta * b.lat, X), delta * b.mem)
- * lexicographically. Fission (F-Trees) and substitution rules are not part of it yet. */
+ * lexicographically.
+ *
+ * Determinism: with threads == 1 and no time budget reached, (g, options, seed, max_states)
+ * determine the result, fingerprint included, whatever the cache size. */
 
 #include "ir.h"
 #include "prof.h"
+#include "rules.h"
 #include "schedule.h"
 
 #include <signal.h>
@@ -267,12 +308,27 @@ enum xs_rule_flags {
     XS_RULE_REMAT = 1u << 0,   /* rematerialization and its inverse */
     XS_RULE_SWAP = 1u << 1,    /* swapping (Store/Load) and its inverse */
     XS_RULE_REORDER = 1u << 2, /* start from the memory DP's order */
-    XS_RULE_ALL = 7u,
+    XS_RULE_FISSION = 1u << 3, /* F-Tree mutations (fission) */
+    XS_RULE_SUBST = 1u << 4,   /* substitution rules */
+    XS_RULE_ALL = 31u,
 };
+
+/* The phases of the workers' time (xs_result.phase_seconds, summed over workers). */
+typedef enum xs_phase {
+    XS_PHASE_CANDIDATES = 0, /* memory of the parent, candidate lists */
+    XS_PHASE_REWRITE,        /* rw_apply, F-Tree mutation, fission checks and rw_fission_apply */
+    XS_PHASE_SCHEDULE,       /* sched_incremental and swap placement */
+    XS_PHASE_SIMULATE,       /* sched_simulate */
+    XS_PHASE_HASH,           /* ir_graph_hash */
+    XS_PHASE_REPLAY,         /* rebuilding evicted materializations (all of its own phases) */
+    XS_PHASE_COUNT,
+} xs_phase;
+const char *xs_phase_name(int phase); /* "candidates", "rewrite", ...; "?" otherwise */
 
 typedef struct xs_progress {
     double seconds;
     uint64_t expanded, generated;
+    uint64_t frontier; /* states waiting (xp_pool_stats.frontier) */
     size_t best_peak_bytes;
     double best_latency_s;
 } xs_progress;
@@ -282,29 +338,54 @@ typedef struct xs_options {
     double limit; /* bytes (XS_MODE_MEM) or seconds (XS_MODE_LAT), absolute */
     double delta; /* <= 0: 1.1 */
     unsigned rules;
-    int threads;        /* <= 0: xp_default_threads() */
-    uint64_t seed;      /* the pool's victim order */
-    double max_seconds; /* <= 0: none */
-    size_t max_states;  /* fingerprints; 0: 2^20 */
-    prof_model *cost;   /* profiled for g already when measured */
-    /* Called about once a second from the calling thread while the search runs; may be NULL. */
-    void (*progress)(void *arg, const xs_progress *p);
+    int threads;         /* <= 0: xp_default_threads() */
+    uint64_t seed;       /* the pool's victim order */
+    double max_seconds;  /* <= 0: none */
+    size_t max_states;   /* fingerprints; 0: 2^20 */
+    size_t max_frontier; /* xp_pool_opts.max_frontier; 0: none */
+    size_t cache_bytes;  /* materialization cache (an estimate of graph bytes); 0: 256 MiB */
+    int ftree_levels;    /* L of rw_ftree_build; <= 0: 4 */
+    prof_model *cost;    /* profiled for g already when measured */
+    /* Called every progress_interval_s (<= 0: 1 s) from the calling thread while the search
+     * runs, and once at its end (final = true); may be NULL. */
+    void (*progress)(void *arg, const xs_progress *p, bool final);
     void *progress_arg;
+    double progress_interval_s;
     /* Polled by the calling thread: once non-zero the search stops (a SIGINT handler sets it). */
     volatile sig_atomic_t *interrupt;
 } xs_options;
 
+/* A fission enabled in the best state. */
+typedef struct xs_fission_info {
+    int tree_node; /* F-Tree node index */
+    int n_ids;     /* |S| */
+    int64_t dim_len;
+    int parts; /* n */
+} xs_fission_info;
+
 typedef struct xs_result {
-    ir_graph *best;  /* owned: the best graph; its order below */
+    ir_graph *best;  /* owned: the best state's G_e (one-copy when fission is enabled) */
     int *best_order; /* best->n_nodes node indices */
     size_t best_peak_bytes;
     double best_latency_s;
-    int applied[4];          /* rewrites on the best state's chain, by rw_kind */
-    size_t eager_peak_bytes; /* the model in its eager order */
+    uint64_t best_fingerprint;
+    rw_rewrite *chain; /* the rewrites from the start state to the best, in order (owned) */
+    int chain_len;
+    int applied[RW_KIND_COUNT];             /* the chain's rewrites by rw_kind */
+    int subst_applied[RW_SUBST_RULE_COUNT]; /* its RW_SUBST rewrites by rule */
+    xs_fission_info *fissions;              /* owned */
+    int n_fissions;                         /* enabled in the best state */
+    int ftree_nodes;                        /* of the F-Tree (0 without XS_RULE_FISSION) */
+    size_t eager_peak_bytes;                /* the model in its eager order */
     double eager_latency_s;
     size_t start_peak_bytes; /* the start state */
     double start_latency_s;
-    double start_seconds, search_seconds; /* the start state's scheduling; the pool's run */
+    double start_seconds, search_seconds; /* the start state and F-Tree; the pool's run */
+    double phase_seconds[XS_PHASE_COUNT]; /* summed over the workers */
+    uint64_t cache_hits, cache_misses;    /* materializations found / rebuilt */
+    uint64_t replay_steps;                /* rewrites replayed to rebuild them */
+    uint64_t replay_mismatches;           /* rebuilt states whose fingerprint or key differed */
+    uint64_t failed_children;             /* candidates that did not apply or schedule */
     xp_pool_stats stats;
     bool interrupted;
 } xs_result;
@@ -316,5 +397,21 @@ void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
 /* The relaxed BetterThan above on (peak bytes, latency) pairs. */
 bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem, double b_lat,
                double delta);
+
+/* A state rebuilt by xs_replay. */
+typedef struct xs_replayed {
+    ir_graph *g; /* owned: G_e */
+    int *order;  /* owned */
+    size_t peak_bytes;
+    double latency_s;
+    uint64_t fingerprint;
+} xs_replayed;
+
+/* Rebuilds, from g and o (as given to xs_search: the same start state and F-Tree), the state
+ * that chain[0..n) makes, by applying each rewrite as the search does. IR_ERR_INVALID when a
+ * rewrite does not apply. */
+ir_status xs_replay(const ir_graph *g, const xs_options *o, const rw_rewrite *chain, int n,
+                    xs_replayed *out, ir_diag *d);
+void xs_replayed_free(xs_replayed *r); /* NULL-safe, idempotent */
 
 #endif

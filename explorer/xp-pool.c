@@ -12,7 +12,16 @@
  *
  * Termination: pending counts states accepted and not yet fully expanded (in a heap, a deque
  * or in flight). A child's increment is sequenced before its parent's decrement, so pending
- * reads 0 only when no state is left anywhere, and it never rises from 0 again. */
+ * reads 0 only when no state is left anywhere, and it never rises from 0 again. An eviction
+ * (the frontier bound) decrements it for a state of the evicting worker's heap after the child
+ * that replaces it was counted, so it cannot reach 0 early either.
+ *
+ * Frontier bound (opts.max_frontier = N): each worker keeps at most cap = ceil(N / threads)
+ * states in its heap plus its deque (the deque's size read at push time; thieves only shrink
+ * it). A child accepted when that is full evicts the worst state of the heap if it is better
+ * than it, else it is dropped; the worst is found by a scan of the heap's leaves (where a
+ * binary min-heap keeps its maximum), O(cap) comparisons, paid only when full and small next
+ * to the child's evaluation. Decisions are local: no lock, no shared counter. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -47,7 +56,7 @@ typedef struct xp_node {
 /* Counters written by their worker only (load + store, no RMW needed), read by anyone. */
 typedef struct xp_counters {
     atomic_uint_fast64_t expanded, generated, duplicates, rejected, pushed, exposed, steals,
-        steal_attempts, improvements;
+        steal_attempts, improvements, evicted, dropped, frontier_peak;
 } xp_counters;
 
 struct xp_worker {
@@ -58,6 +67,7 @@ struct xp_worker {
     size_t heap_n, heap_cap;
     uint64_t seq;       /* owner only */
     uint64_t n_emitted; /* owner only: accepted children, for the exposure period */
+    size_t cap;         /* frontier bound of this worker (heap + deque); 0: none */
     xp_deque *deque;    /* owner pushes/pops, others steal */
     xp_node *retired;   /* owner only until join */
     xp_counters c;
@@ -170,10 +180,52 @@ static xp_node *heap_pop(xp_worker *w) {
     return top;
 }
 
+/* Removes w->heap[i] (sift up, then down, the element moved into its place). */
+static void heap_remove_at(xp_worker *w, size_t i) {
+    size_t n = --w->heap_n;
+    if (i == n) return;
+    xp_node *x = w->heap[n];
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!node_less(w->pool, x, w->heap[up])) break;
+        w->heap[i] = w->heap[up];
+        i = up;
+    }
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && node_less(w->pool, w->heap[c + 1], w->heap[c])) c++;
+        if (!node_less(w->pool, w->heap[c], x)) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    w->heap[i] = x;
+}
+
+/* Index of the heap's worst element (heap_n > 0): every non-leaf has a worse child, so it is
+ * one of the leaves, indices heap_n/2 .. heap_n-1. */
+static size_t heap_worst(const xp_worker *w) {
+    size_t worst = w->heap_n / 2;
+    for (size_t i = worst + 1; i < w->heap_n; i++)
+        if (node_less(w->pool, w->heap[worst], w->heap[i])) worst = i;
+    return worst;
+}
+
 /* ---------------------------------------------------------------- emit */
 
 int xp_worker_index(const xp_worker *w) {
     return w->index;
+}
+
+bool xp_worker_should_stop(xp_worker *w) {
+    xp_pool *p = w->pool;
+    /* relaxed: a hint, as in worker_main */
+    if (atomic_load_explicit(&p->stop, memory_order_relaxed) != XP_STOP_NONE) return true;
+    if (p->deadline_ns && now_ns() >= p->deadline_ns) {
+        set_stop(p, XP_STOP_TIME);
+        return true;
+    }
+    return false;
 }
 
 /* Offers n as the best (Algorithm 3 line 17); returns whether this call published it. */
@@ -198,6 +250,14 @@ static bool offer_best(xp_worker *w, xp_node *n) {
         }
     }
     return false;
+}
+
+/* Records the largest frontier this worker held (heap + own deque). */
+static void note_frontier(xp_worker *w) {
+    uint64_t size = w->heap_n + (w->pool->n > 1 ? xp_deque_size(w->deque) : 0);
+    /* single writer: relaxed, as in bump() */
+    if (size > atomic_load_explicit(&w->c.frontier_peak, memory_order_relaxed))
+        atomic_store_explicit(&w->c.frontier_peak, size, memory_order_relaxed);
 }
 
 xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
@@ -234,14 +294,40 @@ xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
         if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
         return XP_EMIT_REJECTED;
     }
+    xp_node *evict = NULL;
+    if (w->cap) {
+        size_t size = w->heap_n + (p->n > 1 ? xp_deque_size(w->deque) : 0);
+        if (size >= w->cap) {
+            size_t worst = w->heap_n ? heap_worst(w) : 0;
+            if (w->heap_n && node_less(p, n, w->heap[worst])) {
+                evict = w->heap[worst];
+                heap_remove_at(w, worst);
+            } else if (!became_best) {
+                /* a new best is kept even over the bound (by one): it must be expanded */
+                bump(&w->c.dropped);
+                /* relaxed: only this thread ever wrote it */
+                if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
+                return XP_EMIT_DROPPED;
+            }
+        }
+    }
     /* relaxed: the increment precedes (in this thread, hence in pending's modification
      * order) the decrement for the parent being expanded, which is all termination needs */
     atomic_fetch_add_explicit(&p->pending, 1, memory_order_relaxed);
     bump(&w->c.pushed);
+    if (evict) {
+        /* relaxed: the evicted state was counted when it was accepted, and the child's
+         * increment above precedes this decrement in this thread, so pending stays above 0 */
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_relaxed);
+        bump(&w->c.evicted);
+        /* relaxed: written by its emitter before the node reached this heap */
+        if (!atomic_load_explicit(&evict->retired, memory_order_relaxed)) free_node(p, evict);
+    }
     bool expose = p->n > 1 && ++w->n_emitted % p->o.expose_every == 0 && w->heap_n > 0 &&
                   !node_less(p, n, w->heap[0]);
     if (expose && xp_deque_push(w->deque, (uint64_t)(uintptr_t)n)) {
         bump(&w->c.exposed);
+        note_frontier(w);
         return XP_EMIT_PUSHED;
     }
     if (!heap_push(w, n)) {
@@ -250,6 +336,7 @@ xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
         if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
         return XP_EMIT_STOPPED;
     }
+    note_frontier(w);
     return XP_EMIT_PUSHED;
 }
 
@@ -365,7 +452,8 @@ xp_pool_opts xp_pool_opts_default(void) {
                           .max_expanded = 0,
                           .max_seconds = 0,
                           .max_states = (size_t)1 << 20,
-                          .expose_every = 4};
+                          .expose_every = 4,
+                          .max_frontier = 0};
 }
 
 xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ctx) {
@@ -406,6 +494,10 @@ xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ct
         atomic_init(&w->c.steals, 0);
         atomic_init(&w->c.steal_attempts, 0);
         atomic_init(&w->c.improvements, 0);
+        atomic_init(&w->c.evicted, 0);
+        atomic_init(&w->c.dropped, 0);
+        atomic_init(&w->c.frontier_peak, 0);
+        w->cap = p->o.max_frontier ? (p->o.max_frontier + (size_t)p->n - 1) / (size_t)p->n : 0;
     }
     for (int i = 0; i < p->n; i++)
         if (!(p->w[i].deque = xp_deque_init(6))) goto out_fail;
@@ -543,6 +635,9 @@ void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *
             .steals = atomic_load_explicit(&c->steals, memory_order_relaxed),
             .steal_attempts = atomic_load_explicit(&c->steal_attempts, memory_order_relaxed),
             .improvements = atomic_load_explicit(&c->improvements, memory_order_relaxed),
+            .evicted = atomic_load_explicit(&c->evicted, memory_order_relaxed),
+            .dropped = atomic_load_explicit(&c->dropped, memory_order_relaxed),
+            .frontier_peak = atomic_load_explicit(&c->frontier_peak, memory_order_relaxed),
         };
         if (per && i < n_per) per[i] = s;
         sum.expanded += s.expanded;
@@ -554,11 +649,17 @@ void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *
         sum.steals += s.steals;
         sum.steal_attempts += s.steal_attempts;
         sum.improvements += s.improvements;
+        sum.evicted += s.evicted;
+        sum.dropped += s.dropped;
+        sum.frontier_peak += s.frontier_peak;
     }
     if (!total) return;
     total->total = sum;
     total->threads = p->n;
     total->reason = (xp_stop_reason)atomic_load_explicit(&p->stop, memory_order_relaxed);
+    /* relaxed: a gauge for progress lines; exact once the workers are joined */
+    int_fast64_t pend = atomic_load_explicit(&p->pending, memory_order_relaxed);
+    total->frontier = pend > 0 ? (uint64_t)pend : 0;
     int64_t t0 = (int64_t)p->t0.tv_sec * 1000000000 + p->t0.tv_nsec;
     int64_t end = atomic_load_explicit(&p->end_ns, memory_order_relaxed);
     total->seconds = p->started ? (double)((end ? end : now_ns()) - t0) * 1e-9 : 0.0;

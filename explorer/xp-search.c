@@ -1,35 +1,20 @@
 /* xp-search.c - xs_search, the memory optimizer's search (MAGIS section 6.2, Algorithm 3) on the
- * best-first pool: states, their expansion by the schedule-based rules of rules.h, the mode's
- * BetterThan, and the calling thread's progress and interrupt loop. See explorer.h. */
+ * best-first pool: the mode's BetterThan, the start state and the F-Tree, the expansion of a state
+ * into its children (remat/swap at G_e's hot-spots, substitutions on G_b, F-Tree mutations), the
+ * calling thread's progress and interrupt loop, the result (the best state's graph, chain and
+ * statistics) and xs_replay. States and their materializations: xp-state.c. See explorer.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "explorer.h"
-#include "rules.h"
+#include "explorer-impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define MAX_CANDIDATES 512
-
-typedef struct xs_state {
-    ir_graph *g;
-    int *order;
-    size_t peak;
-    double lat;
-    int applied[RW_KIND_COUNT];
-} xs_state;
-
-typedef struct xs_ctx {
-    const xs_options *o;
-    double limit, delta;
-    sched_dp_options dp;
-} xs_ctx;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+const char *xs_phase_name(int phase) {
+    static const char *const names[XS_PHASE_COUNT] = {"candidates", "rewrite", "schedule",
+                                                      "simulate",   "hash",    "replay"};
+    return phase >= 0 && phase < XS_PHASE_COUNT ? names[phase] : "?";
 }
 
 bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem, double b_lat,
@@ -64,123 +49,178 @@ static bool cb_better(void *ctx, const xp_key *a, const xp_key *b, double delta)
     return a->k[1] < delta * b->k[1];
 }
 
-static void state_free(xs_state *s) {
-    if (!s) return;
-    ir_graph_free(s->g);
-    free(s->order);
-    free(s);
-}
-
 static void cb_free(void *ctx, void *state) {
-    (void)ctx;
-    state_free(state);
-}
-
-static bool has_swaps(const ir_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == IR_OP_Store || g->nodes[i].op == IR_OP_Load) return true;
-    return false;
-}
-
-/* Places swaps (when any) and simulates s->order into s->peak, s->lat. */
-static ir_status evaluate(const xs_ctx *c, xs_state *s, ir_diag *d) {
-    ir_status st;
-    if (has_swaps(s->g) &&
-        (st = sched_place_swaps(s->g, s->order, c->o->cost, s->order, d)) != IR_OK)
-        return st;
-    sched_sim sim = {0};
-    if ((st = sched_simulate(s->g, s->order, c->o->cost, &sim, d)) != IR_OK) return st;
-    s->peak = sim.peak_device_bytes;
-    s->lat = sim.latency_s;
-    sched_sim_free(&sim);
-    return IR_OK;
+    xs_state_unref(ctx, state);
 }
 
 static bool family_enabled(unsigned rules, int kind) {
-    if (kind == RW_REMAT || kind == RW_DEREMAT) return (rules & XS_RULE_REMAT) != 0;
-    if (kind == RW_SWAP || kind == RW_DESWAP) return (rules & XS_RULE_SWAP) != 0;
+    switch (kind) {
+    case RW_REMAT:
+    case RW_DEREMAT: return (rules & XS_RULE_REMAT) != 0;
+    case RW_SWAP:
+    case RW_DESWAP: return (rules & XS_RULE_SWAP) != 0;
+    case RW_SUBST: return (rules & XS_RULE_SUBST) != 0;
+    case RW_FT_ENABLE:
+    case RW_FT_LIFT:
+    case RW_FT_DISABLE:
+    case RW_FT_MUTATE: return (rules & XS_RULE_FISSION) != 0;
+    }
     return false;
 }
 
-static void cb_expand(void *ctx, xp_worker *w, const void *state) {
-    const xs_ctx *c = ctx;
-    const xs_state *s = state;
-    ir_diag d = {{0}};
-    sched_memory m = {0};
-    rw_rewrite *cand = malloc(sizeof(rw_rewrite) * MAX_CANDIDATES);
-    if (!cand || sched_memory_compute(s->g, s->order, &m, &d) != IR_OK) {
-        free(cand);
-        return;
+static bool id_in(const xs_mat *m, uint32_t id) {
+    const uint32_t *a = m->fis;
+    int lo = 0, hi = m->n_fis;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (a[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    int n = rw_candidates(s->g, &m, cand, MAX_CANDIDATES);
-    sched_memory_free(&m);
-    for (int i = 0; i < n; i++) {
-        if (!family_enabled(c->o->rules, cand[i].kind)) continue;
-        uint32_t touched[RW_MAX_TOUCHED];
-        int n_touched = 0;
-        ir_graph *ng = rw_apply(s->g, &cand[i], touched, &n_touched, NULL, &d);
-        if (!ng) continue;
-        xs_state *ch = calloc(1, sizeof *ch);
-        int *ord = malloc(sizeof(int) * ((size_t)ng->n_nodes + 1));
-        if (!ch || !ord) {
-            free(ch);
-            free(ord);
-            ir_graph_free(ng);
-            continue;
-        }
-        ch->g = ng;
-        ch->order = ord;
-        memcpy(ch->applied, s->applied, sizeof ch->applied);
-        ch->applied[cand[i].kind]++;
-        if (sched_incremental(s->g, s->order, ng, touched, n_touched, &c->dp, ord, &d) != IR_OK ||
-            evaluate(c, ch, &d) != IR_OK) {
-            state_free(ch);
-            continue;
-        }
-        uint64_t fp = ir_graph_hash(ng);
-        xp_emit_result er = xp_emit(w, ch, fp, key_of(c, ch->peak, ch->lat));
-        if (er == XP_EMIT_STOPPED) break;
-    }
-    free(cand);
+    return lo < m->n_fis && a[lo] == id;
 }
 
-static ir_status start_state(const ir_graph *g, const xs_ctx *c, xs_result *r, xs_state **out,
-                             ir_diag *d) {
-    ir_status st;
-    xs_state *e = calloc(1, sizeof *e), *mo = NULL;
-    if (!e || !(e->g = ir_graph_clone(g)) || !(e->order = sched_eager_order(g))) {
-        state_free(e);
-        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+/* A cheap filter before applying: the named nodes of a G_b rewrite must lie outside every
+ * enabled fission (xs_derive checks every node it touched afterwards). */
+static bool crosses_fission(const xs_mat *m, const rw_rewrite *r) {
+    if (!m->n_fis) return false;
+    if (id_in(m, r->node_id)) return true;
+    bool has_user = r->kind != RW_SUBST || r->user_id != 0;
+    return has_user && id_in(m, r->user_id);
+}
+
+/* The children of m, in a fixed order: remat/swap candidates at G_e's hot-spots, substitutions
+ * on G_b, F-Tree mutations. */
+static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag *d) {
+    unsigned rules = c->o->rules;
+    int n = 0;
+    if (rules & (XS_RULE_REMAT | XS_RULE_SWAP)) {
+        sched_memory mem = {0};
+        if (sched_memory_compute(m->ge->g, m->order, &mem, d) == IR_OK) {
+            int k = rw_candidates(m->ge->g, &mem, w->cand, XS_MAX_CANDIDATES);
+            for (int i = 0; i < k; i++)
+                if (family_enabled(rules, w->cand[i].kind) && !crosses_fission(m, &w->cand[i]))
+                    w->cand[n++] = w->cand[i];
+            sched_memory_free(&mem);
+        }
     }
-    if ((st = evaluate(c, e, d)) != IR_OK) goto fail;
-    r->eager_peak_bytes = e->peak;
-    r->eager_latency_s = e->lat;
+    if (rules & XS_RULE_SUBST) {
+        int k = rw_subst_candidates(m->gb->g, w->cand + n, XS_MAX_CANDIDATES - n);
+        int kept = 0;
+        for (int i = 0; i < k; i++)
+            if (!crosses_fission(m, &w->cand[n + i])) w->cand[n + kept++] = w->cand[n + i];
+        n += kept;
+    }
+    if ((rules & XS_RULE_FISSION) && c->ft && c->ft->n > 0)
+        n += rw_ftree_mutations(c->ft, m->config, w->cand + n, XS_MAX_CANDIDATES - n);
+    return n;
+}
+
+static void cb_expand(void *ctx, xp_worker *xw, const void *state) {
+    xs_ctx *c = ctx;
+    xs_state *s = (xs_state *)state; /* the pool's: read-only but for its reference count */
+    xs_worker *w = &c->w[xp_worker_index(xw)];
+    ir_diag d = {{0}};
+    xs_mat *pm = xs_materialize(c, w, s, &d);
+    if (!pm) {
+        w->failed++;
+        return;
+    }
+    double t = xs_now();
+    int n = list_children(c, w, pm, &d);
+    w->phase[XS_PHASE_CANDIDATES] += xs_now() - t;
+    for (int i = 0; i < n && !xp_worker_should_stop(xw); i++) {
+        xs_mat *cm = NULL;
+        xs_eval ev;
+        if (xs_derive(c, w, pm, &w->cand[i], &cm, &ev, &d) != IR_OK) {
+            w->failed++;
+            continue;
+        }
+        xs_state *ch = xs_state_new(s, &w->cand[i], &ev);
+        if (!ch) {
+            xs_mat_unref(cm);
+            break;
+        }
+        /* our own reference keeps ch alive after xp_emit, which may free or (with several
+         * threads) hand it to another worker that expands and frees it */
+        xs_state_ref(ch);
+        xp_emit_result er = xp_emit(xw, ch, ev.fp, key_of(c, ev.peak, ev.lat));
+        if (er == XP_EMIT_PUSHED) xs_cache_put(c, ch, cm);
+        xs_mat_unref(cm);
+        xs_state_unref(c, ch);
+        if (er == XP_EMIT_STOPPED) break;
+    }
+    xs_mat_unref(pm);
+}
+
+/* The start state's order: the memory DP's (XS_RULE_REORDER) when better under the mode's key,
+ * else the eager order; the eager and start figures go to r. order: g->n_nodes + 1 entries. */
+static ir_status start_order(const ir_graph *g, const xs_ctx *c, xs_result *r, int *order,
+                             size_t *peak, double *lat, ir_diag *d) {
+    ir_status st;
+    int *eager = sched_eager_order(g), *mo = NULL;
+    if (!eager) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    size_t ep, mp;
+    double el, ml;
+    if ((st = xs_evaluate(c, g, eager, &ep, &el, d)) != IR_OK) goto out;
+    r->eager_peak_bytes = ep;
+    r->eager_latency_s = el;
+    memcpy(order, eager, sizeof(int) * (size_t)g->n_nodes);
+    *peak = ep;
+    *lat = el;
     if (c->o->rules & XS_RULE_REORDER) {
-        mo = calloc(1, sizeof *mo);
-        if (!mo || !(mo->g = ir_graph_clone(g)) ||
-            !(mo->order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1)))) {
+        if (!(mo = malloc(sizeof(int) * ((size_t)g->n_nodes + 1)))) {
             st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
-            goto fail;
+            goto out;
         }
         sched_dp_stats dps;
-        if ((st = sched_order_memory(g, NULL, mo->order, &dps, d)) != IR_OK ||
-            (st = evaluate(c, mo, d)) != IR_OK)
-            goto fail;
-        if (xs_better(c->o->mode, c->limit, mo->peak, mo->lat, e->peak, e->lat, 1.0)) {
-            state_free(e);
-            e = mo;
-        } else {
-            state_free(mo);
+        if ((st = sched_order_memory(g, NULL, mo, &dps, d)) != IR_OK ||
+            (st = xs_evaluate(c, g, mo, &mp, &ml, d)) != IR_OK)
+            goto out;
+        if (xs_better(c->o->mode, c->limit, mp, ml, ep, el, 1.0)) {
+            memcpy(order, mo, sizeof(int) * (size_t)g->n_nodes);
+            *peak = mp;
+            *lat = ml;
         }
-        mo = NULL;
     }
-    r->start_peak_bytes = e->peak;
-    r->start_latency_s = e->lat;
-    *out = e;
-    return IR_OK;
-fail:
-    state_free(e);
-    state_free(mo);
+    r->start_peak_bytes = *peak;
+    r->start_latency_s = *lat;
+out:
+    free(eager);
+    free(mo);
+    return st;
+}
+
+/* The context, the start state (root) and the F-Tree, shared by xs_search and xs_replay. */
+static ir_status setup(const ir_graph *g, const xs_options *o, int threads, xs_ctx *c, xs_result *r,
+                       ir_diag *d) {
+    ir_status st = xs_ctx_init(c, o, threads, d);
+    if (st != IR_OK) return st;
+    int *order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    size_t peak = 0;
+    double lat = 0;
+    if (!order) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    if ((st = start_order(g, c, r, order, &peak, &lat, d)) != IR_OK) goto out;
+    if (o->rules & XS_RULE_FISSION) {
+        sched_memory m = {0};
+        if ((st = sched_memory_compute(g, order, &m, d)) != IR_OK) goto out;
+        c->ft = rw_ftree_build(g, &m, o->ftree_levels);
+        sched_memory_free(&m);
+        if (!c->ft) {
+            st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory building the F-Tree");
+            goto out;
+        }
+    }
+    if (!(c->root = xs_root_new(c, g, order, d))) {
+        st = IR_ERR_NOMEM;
+        goto out;
+    }
+    c->root->peak = peak;
+    c->root->lat = lat;
+    c->root->fp = ir_graph_hash(g);
+out:
+    free(order);
     return st;
 }
 
@@ -189,81 +229,180 @@ static void sleep_s(double s) {
     nanosleep(&ts, NULL);
 }
 
+/* The best state's figures, chain and enabled fissions into r (its graph and order from m). */
+static ir_status fill_result(const xs_ctx *c, const xs_state *b, const xs_mat *m, xs_result *r,
+                             ir_diag *d) {
+    r->best_peak_bytes = b->peak;
+    r->best_latency_s = b->lat;
+    r->best_fingerprint = b->fp;
+    r->best = ir_graph_clone(m->ge->g);
+    r->best_order = malloc(sizeof(int) * ((size_t)m->ge->g->n_nodes + 1));
+    r->chain = malloc(sizeof(rw_rewrite) * ((size_t)b->depth + 1));
+    int nft = c->ft ? c->ft->n : 0;
+    r->fissions = malloc(sizeof(xs_fission_info) * ((size_t)nft + 1));
+    if (!r->best || !r->best_order || !r->chain || !r->fissions)
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    memcpy(r->best_order, m->order, sizeof(int) * (size_t)m->ge->g->n_nodes);
+    r->chain_len = b->depth;
+    for (const xs_state *s = b; s->parent; s = s->parent) {
+        r->chain[s->depth - 1] = s->rw;
+        r->applied[s->rw.kind]++;
+        if (s->rw.kind == RW_SUBST && s->rw.value >= 0 && s->rw.value < RW_SUBST_RULE_COUNT)
+            r->subst_applied[s->rw.value]++;
+    }
+    r->ftree_nodes = nft;
+    for (int i = 0; i < nft; i++) {
+        if (m->config[i] <= 1) continue;
+        r->fissions[r->n_fissions++] = (xs_fission_info){.tree_node = i,
+                                                         .n_ids = c->ft->nodes[i].f.n_ids,
+                                                         .dim_len = c->ft->nodes[i].dim_len,
+                                                         .parts = m->config[i]};
+    }
+    return IR_OK;
+}
+
 ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d) {
     memset(r, 0, sizeof *r);
-    xs_ctx c = {.o = o, .limit = o->limit, .delta = o->delta > 0 ? o->delta : 1.1};
-    /* Bounds one incremental re-schedule: a state budget (deterministic; on the training
-     * fixtures 64 Ki states gave more states per second than the default at a similar best)
-     * and a time budget that only a pathological window reaches. */
-    c.dp.time_budget_s = 2.0;
-    c.dp.max_states = 65536;
-    double t0 = now_s();
-    xs_state *root = NULL;
-    ir_status st = start_state(g, &c, r, &root, d);
-    if (st != IR_OK) return st;
-    r->start_seconds = now_s() - t0;
+    int threads = o->threads > 0 ? o->threads : xp_default_threads();
+    xs_ctx c;
+    xp_pool *p = NULL;
+    double t0 = xs_now();
+    ir_status st = setup(g, o, threads, &c, r, d);
+    if (st != IR_OK) goto out;
+    r->start_seconds = xs_now() - t0;
     xp_pool_opts po = xp_pool_opts_default();
-    po.threads = o->threads;
+    po.threads = threads;
     po.seed = o->seed;
     po.delta = c.delta;
     po.max_seconds = o->max_seconds;
     po.max_states = o->max_states;
+    po.max_frontier = o->max_frontier;
     xp_callbacks cb = {.expand = cb_expand, .better = cb_better, .free_state = cb_free};
-    xp_pool *p = xp_pool_init(&po, &cb, &c);
-    if (!p) {
-        state_free(root);
-        return ir_diag_set(d, IR_ERR_NOMEM, "cannot create the search pool");
+    if (!(p = xp_pool_init(&po, &cb, &c))) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "cannot create the search pool");
+        goto out;
     }
-    uint64_t root_fp = ir_graph_hash(root->g);
-    xp_key root_key = key_of(&c, root->peak, root->lat);
-    if (!xp_pool_start(p, root, root_fp, root_key)) {
-        xp_pool_free(p);
-        return ir_diag_set(d, IR_ERR_INTERNAL, "cannot start the search threads");
+    xs_state *root = c.root;
+    c.root = NULL; /* the pool owns it now */
+    if (!xp_pool_start(p, root, root->fp, key_of(&c, root->peak, root->lat))) {
+        st = ir_diag_set(d, IR_ERR_INTERNAL, "cannot start the search threads");
+        goto out;
     }
-    double t1 = now_s(), next = t1 + 1.0;
+    double interval = o->progress_interval_s > 0 ? o->progress_interval_s : 1.0;
+    double t1 = xs_now(), next = t1 + interval;
+    xp_pool_stats ps;
     for (;;) {
-        xp_pool_stats ps;
         xp_pool_get_stats(p, &ps, NULL, 0);
         if (ps.reason != XP_STOP_NONE) break;
         if (o->interrupt && *o->interrupt && !r->interrupted) {
             r->interrupted = true;
             xp_pool_request_stop(p);
         }
-        double t = now_s();
+        double t = xs_now();
         if (o->progress && t >= next) {
             const xs_state *b = xp_pool_best(p, NULL);
             xs_progress pr = {.seconds = t - t1,
                               .expanded = ps.total.expanded,
                               .generated = ps.total.generated,
+                              .frontier = ps.frontier,
                               .best_peak_bytes = b->peak,
                               .best_latency_s = b->lat};
-            o->progress(o->progress_arg, &pr);
-            next += 1.0;
+            o->progress(o->progress_arg, &pr, false);
+            while (next <= t) next += interval;
         }
         sleep_s(0.01);
     }
     xp_pool_wait(p);
-    r->search_seconds = now_s() - t1;
+    r->search_seconds = xs_now() - t1;
     xp_pool_get_stats(p, &r->stats, NULL, 0);
-    const xs_state *b = xp_pool_best(p, NULL);
-    r->best = ir_graph_clone(b->g);
-    r->best_order = malloc(sizeof(int) * ((size_t)b->g->n_nodes + 1));
-    if (!r->best || !r->best_order) {
-        xp_pool_free(p);
-        xs_result_free(r);
-        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    xs_state *b = (xs_state *)xp_pool_best(p, NULL);
+    if (o->progress) {
+        xs_progress pr = {.seconds = r->search_seconds,
+                          .expanded = r->stats.total.expanded,
+                          .generated = r->stats.total.generated,
+                          .frontier = r->stats.frontier,
+                          .best_peak_bytes = b->peak,
+                          .best_latency_s = b->lat};
+        o->progress(o->progress_arg, &pr, true);
     }
-    memcpy(r->best_order, b->order, sizeof(int) * (size_t)b->g->n_nodes);
-    r->best_peak_bytes = b->peak;
-    r->best_latency_s = b->lat;
-    memcpy(r->applied, b->applied, sizeof r->applied);
-    xp_pool_free(p);
-    return IR_OK;
+    /* the calling thread's slot: the workers are joined */
+    xs_mat *m = xs_materialize(&c, &c.w[threads], b, d);
+    if (!m) {
+        st = IR_ERR_INTERNAL;
+        goto out;
+    }
+    st = fill_result(&c, b, m, r, d);
+    xs_mat_unref(m);
+    for (int i = 0; i < c.n_w; i++) {
+        for (int k = 0; k < XS_PHASE_COUNT; k++) r->phase_seconds[k] += c.w[i].phase[k];
+        r->cache_hits += c.w[i].hits;
+        r->cache_misses += c.w[i].misses;
+        r->replay_steps += c.w[i].replay_steps;
+        r->failed_children += c.w[i].failed;
+    }
+    /* relaxed: the workers are joined */
+    r->replay_mismatches = atomic_load_explicit(&c.mismatches, memory_order_relaxed);
+out:
+    if (p) {
+        xp_pool_free(p); /* frees every state, hence every cached materialization */
+    }
+    xs_state_unref(&c, c.root); /* only when the pool never took it */
+    xs_ctx_free(&c);
+    if (st != IR_OK) xs_result_free(r);
+    return st;
 }
 
 void xs_result_free(xs_result *r) {
     if (!r) return;
     ir_graph_free(r->best);
     free(r->best_order);
+    free(r->chain);
+    free(r->fissions);
+    memset(r, 0, sizeof *r);
+}
+
+ir_status xs_replay(const ir_graph *g, const xs_options *o, const rw_rewrite *chain, int n,
+                    xs_replayed *out, ir_diag *d) {
+    memset(out, 0, sizeof *out);
+    xs_ctx c;
+    xs_result r = {0};
+    ir_status st = setup(g, o, 1, &c, &r, d);
+    xs_mat *cur = NULL;
+    xs_eval ev = {0};
+    if (st != IR_OK) goto out;
+    pthread_mutex_lock(&c.mu);
+    cur = c.root->mat;
+    atomic_fetch_add_explicit(&cur->refs, 1, memory_order_relaxed); /* single thread here */
+    pthread_mutex_unlock(&c.mu);
+    ev = (xs_eval){.peak = c.root->peak, .lat = c.root->lat, .fp = c.root->fp};
+    for (int i = 0; i < n; i++) {
+        xs_mat *next = NULL;
+        st = xs_derive(&c, &c.w[0], cur, &chain[i], &next, &ev, d);
+        xs_mat_unref(cur);
+        cur = next;
+        if (st != IR_OK) goto out;
+    }
+    out->g = ir_graph_clone(cur->ge->g);
+    out->order = malloc(sizeof(int) * ((size_t)cur->ge->g->n_nodes + 1));
+    if (!out->g || !out->order) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(out->order, cur->order, sizeof(int) * (size_t)cur->ge->g->n_nodes);
+    out->peak_bytes = ev.peak;
+    out->latency_s = ev.lat;
+    out->fingerprint = ev.fp;
+out:
+    xs_mat_unref(cur);
+    xs_state_unref(&c, c.root);
+    xs_ctx_free(&c);
+    if (st != IR_OK) xs_replayed_free(out);
+    return st;
+}
+
+void xs_replayed_free(xs_replayed *r) {
+    if (!r) return;
+    ir_graph_free(r->g);
+    free(r->order);
     memset(r, 0, sizeof *r);
 }

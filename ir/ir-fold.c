@@ -18,6 +18,9 @@ static const _Alignas(64) unsigned char shape_only_placeholder[64];
 
 static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) {
     if (!def || !def->kernel || (def->flags & IR_OPF_RANDOM) || n->n_out == 0) return false;
+    /* A FissionBuffer's zeros stand for an allocation at its step (ops-fission.c); as a constant
+     * the buffer would be resident for the whole run. */
+    if (n->op == IR_OP_FissionBuffer) return false;
     bool shape_only = (def->flags & IR_OPF_SHAPE_ONLY) != 0;
     for (int k = 0; k < n->n_in; k++) {
         const ir_value *v = ir_node_in(g, n, k);

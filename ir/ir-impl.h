@@ -140,8 +140,10 @@ void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v);
 #define IR_PAR_MIN 32768
 
 /* Hot loops get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
- * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. Not
+ * under TSan: its runtime is not up yet when the loader runs the clones' ifunc resolvers. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_THREAD__)
 #define IR_HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define IR_HOT_CLONES
@@ -290,5 +292,63 @@ int ir_write_all(int fd, const void *buf, size_t len);
 
 /* Index helpers for broadcasting: strides of `in` viewed as shape `out` (0 where broadcast). */
 void ir_broadcast_strides(const ir_shape *in, const ir_shape *out, int64_t *strides);
+
+/* ---------------------------------------------------------------- dimension links (ir-dims.c) */
+
+/* Helpers of the op table's dims callbacks (ir.h, ir_dimlink). A callback collects its links in
+ * an ir_dims_out and returns ir_dims_end(). Every link set is all or nothing per iteration axis:
+ * an input left unlinked is shared whole by a fission, which is right only when the input does
+ * not vary along the split axis (a weight, a broadcast size-1 dim). So when the links of a node
+ * do not all fit in IR_MAX_DIMLINKS (or name an input or output beyond int8), the node gets none
+ * at all: no link is always safe, a partial set is not. */
+typedef struct ir_dims_out {
+    ir_dimlink *l; /* IR_MAX_DIMLINKS entries */
+    int n;
+    bool overflow;
+} ir_dims_out;
+
+static inline ir_dims_out ir_dims_begin(ir_dimlink *l) {
+    ir_dims_out o = {.l = l, .n = 0, .overflow = false};
+    return o;
+}
+/* The link count to return: 0 after an overflow. */
+static inline int ir_dims_end(const ir_dims_out *o) {
+    return o->overflow ? 0 : o->n;
+}
+/* Dim in_dim of input in is dim out_dim of output out. */
+void ir_dims_keep(ir_dims_out *o, int in, int in_dim, int out, int out_dim);
+/* Dim in_dim of input in is the node's reduce axis number axis (1, 2, ...: out_dim = -axis);
+ * sum: the axis is a sum (IR_DIMLINK_SUM). */
+void ir_dims_reduce(ir_dims_out *o, int in, int in_dim, int axis, bool sum);
+/* Numpy broadcasting of input in to output out, right-aligned: each input dim whose size equals
+ * the output's there (not a broadcast size-1 dim) is linked. */
+void ir_dims_broadcast(const ir_graph *g, const ir_node *n, int in, int out, ir_dims_out *o);
+/* Input in, of shape is, re-described (Reshape, Flatten, Squeeze, Unsqueeze) as output out, of
+ * shape os: links the dims that survive whole, those of one size with one product of the dims
+ * before them on both sides (so also after them): row-major element (a, i, c) stays (a, i, c).
+ * Dims of different sizes > 1 with one product before them are the outer dims of a merged or
+ * split group (B and B*H): they link too, since n parts of either are the same n contiguous
+ * blocks of the group (the D-graph splits a component by a divisor of all its lengths).
+ * Size-1 dims link only where the run of them at one such product has one length on both sides
+ * (matched in order); a shape without elements links nothing. */
+void ir_dims_regroup(const ir_shape *is, const ir_shape *os, int in, int out, ir_dims_out *o);
+
+/* Ready-made dims callbacks. */
+/* Element-wise with broadcasting: every present input broadcast to every output. */
+int ir_dims_elementwise(const ir_graph *g, const ir_node *n, ir_dimlink *l);
+/* Element-wise in input 0 alone (the other inputs are scalars or only say a dtype): input 0
+ * broadcast to every output. */
+int ir_dims_first_input(const ir_graph *g, const ir_node *n, ir_dimlink *l);
+/* A re-description of input 0's elements as output 0 (ir_dims_regroup). */
+int ir_dims_regroup_op(const ir_graph *g, const ir_node *n, ir_dimlink *l);
+
+/* Softmax, LogSoftmax and their gradients (ops-norm.c): every dim outside the normalized line
+ * links from every input to output 0. */
+int ir_dims_softmax(const ir_graph *g, const ir_node *n, ir_dimlink *l);
+/* Resize / ResizeGrad (ops-resize.c): mask[d] = the resize from shape is to shape os (inputs and
+ * attributes of n, at Resize's positions) maps dim d identically: output index i reads input
+ * index i alone. False (no mask) when the attributes do not parse. */
+bool ir_resize_identity_dims(const ir_graph *g, const ir_node *n, const ir_shape *is,
+                             const ir_shape *os, bool *mask);
 
 #endif

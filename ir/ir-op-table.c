@@ -59,3 +59,18 @@ int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out) {
     const ir_op_def *def = ir_op_get(n->op);
     return (def && def->dims) ? def->dims(g, n, out) : 0;
 }
+
+double ir_node_bytes(const ir_graph *g, const ir_node *n) {
+    const ir_op_def *def = ir_op_get(n->op);
+    if (def && def->bytes) return def->bytes(g, n);
+    double bytes = (double)ir_node_workspace(g, n);
+    for (int i = 0; i < n->n_in; i++) {
+        const ir_value *v = ir_node_in(g, n, i);
+        if (v) bytes += (double)ir_value_bytes(v);
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        const ir_value *v = ir_node_out(g, n, i);
+        if (v) bytes += (double)ir_value_bytes(v);
+    }
+    return bytes;
+}

@@ -288,10 +288,13 @@ enum ir_op_flags {
     IR_OPF_RANDOM = 1u << 3,      /* may draw random numbers: never constant-folded */
     IR_OPF_HOST_OUTPUT = 1u << 4, /* outputs live in host memory, not on the device (Store) */
     /* Output k overwrites input k, for every output k (optimizer updates: param, state ->
-     * param', state', in place as PyTorch does them). When input k is a resident (a graph input
-     * or a constant), output k takes over its buffer: memory accounting allocates nothing for it
-     * (ir_value_inplace_of) and the kernel gets out[k].data == in[k].data; otherwise output k is
-     * an ordinary allocation. The builder guarantees that nothing reads input k later. */
+     * param', state', in place as PyTorch does them; FissionAssemble/FissionAccumulate writing a
+     * part into a FissionBuffer). When input k is a resident (a graph input or a constant), or a
+     * produced device value that is not a graph output, output k takes over its buffer: memory
+     * accounting allocates nothing for it (ir_value_inplace_of), the kernel gets out[k].data ==
+     * in[k].data, and a produced buffer lives until the last use of the last value of the chain
+     * (schedule.h); otherwise output k is an ordinary allocation (kernels handle both). The
+     * builder guarantees that nothing reads input k later. */
     IR_OPF_INPLACE = 1u << 5,
 };
 
@@ -320,7 +323,7 @@ enum ir_dimlink_flags {
 };
 
 /* Most links a node may have (the dims callback is given room for this many). */
-#define IR_MAX_DIMLINKS 64
+#define IR_MAX_DIMLINKS 256
 
 typedef struct ir_op_def {
     const char *name;   /* ONNX op_type */
@@ -342,6 +345,10 @@ typedef struct ir_op_def {
      * and returns how many, from the node's attributes and its inputs' and outputs' shapes.
      * NULL: no links (the op cuts every dimension, as for ops of unknown semantics). */
     int (*dims)(const ir_graph *g, const ir_node *n, ir_dimlink *out);
+    /* Bytes the kernel moves through device memory, for the roofline (prof-analytic.c). NULL:
+     * every present input and output plus the workspace (ir_node_bytes). Ops that touch only
+     * part of a tensor they take (FissionSlice, FissionAssemble) count what they touch. */
+    double (*bytes)(const ir_graph *g, const ir_node *n);
 } ir_op_def;
 
 const ir_op_def *ir_op_get(ir_op_kind k); /* NULL for IR_OP_OPAQUE */
@@ -352,9 +359,15 @@ const char *ir_op_name(ir_op_kind k);
  * accounting counts such values as host bytes, never as device bytes (ops-swap.c). */
 bool ir_value_on_host(const ir_graph *g, int v);
 
-/* The resident value (graph input or constant) whose buffer value v takes over as output k of
- * an IR_OPF_INPLACE node, or -1 when v is an ordinary allocation (ops-train.c). */
+/* The value whose buffer value v takes over as output k of an IR_OPF_INPLACE node (its input k:
+ * a resident, i.e. a graph input or constant, or a produced device value that is not a graph
+ * output), or -1 when v is an ordinary allocation (ops-train.c). Following it repeatedly from v
+ * reaches the chain's root, the value that owns the buffer. */
 int ir_value_inplace_of(const ir_graph *g, int v);
+/* True when input i of n only orders n after its producer and its data is never read
+ * (FissionSlice's buffers, ops-fission.c): an in-place writer of that value need not wait for
+ * such a reader (no write-after-read edge), though the reader still keeps the buffer live. */
+bool ir_input_order_only(const ir_node *n, int i);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);
@@ -362,6 +375,8 @@ double ir_node_flops(const ir_graph *g, const ir_node *n);
 /* The node's dimension links (0 when its op has none); out has IR_MAX_DIMLINKS entries. */
 int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out);
 size_t ir_node_workspace(const ir_graph *g, const ir_node *n);
+/* Bytes the node moves (the op's bytes callback, else inputs + outputs + workspace). */
+double ir_node_bytes(const ir_graph *g, const ir_node *n);
 
 /* ---------------------------------------------------------------- ONNX import / export */
 

@@ -480,7 +480,7 @@ static ir_status bin_kernel(const ir_kernel_ctx *k) {
 #define BIN_DEF(name_, lo_in, hi_in, flags_, ws, ...)                                              \
     IR_OP_DEF(name_, lo_in, hi_in, 1, 1, .flags = IR_OPF_ELEMENTWISE | (flags_),                   \
               .infer = bin_infer, .flops = bin_flops, .workspace = ws, .kernel = bin_kernel,       \
-              __VA_ARGS__);
+              .dims = ir_dims_elementwise, __VA_ARGS__);
 
 BIN_DEF(Add, 2, 2, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Add)
 BIN_DEF(Sub, 2, 2, IR_OPF_MULTILINEAR, NULL, .grad = ir_grad_Sub)

@@ -440,9 +440,49 @@ static ir_status convt_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink). The batch always links. The output channels link when each reads its
+ * own filter over whole inputs: group 1 (W's output-channel dim, with the bias), or depthwise with
+ * one channel per group on both sides (then X's channel too: output channel c reads input
+ * channel c alone); other groupings would need X split by groups, so they get none. The input
+ * channels are a sum over X's and W's channel dims for group 1 without bias (with a bias, the
+ * parts would each add it). A spatial dim links only for a pointwise window (kernel 1, stride 1,
+ * no pads, no output padding): any other window reads a halo across a split. */
+static int conv_dims_common(const ir_graph *g, const ir_node *n, ir_dimlink *l, bool transpose) {
+    ir_conv_geom cg;
+    if (ir_conv_parse(g, n, transpose, &cg, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    bool depthwise = cg.group > 1 && cg.group == cg.C && cg.group == cg.M;
+    /* W is [M, C/group, k...] for Conv and [C, M/group, k...] for ConvTranspose */
+    int w_out = transpose && !depthwise ? 1 : 0, w_in = transpose ? 0 : 1;
+    ir_dims_keep(&o, 0, 0, 0, 0);
+    if (cg.group == 1 || depthwise) {
+        ir_dims_keep(&o, 1, w_out, 0, 1);
+        if (depthwise) ir_dims_keep(&o, 0, 1, 0, 1);
+        if (cg.bias) ir_dims_keep(&o, 2, 0, 0, 1);
+    }
+    if (cg.group == 1 && !cg.bias) {
+        ir_dims_reduce(&o, 0, 1, 1, true);
+        ir_dims_reduce(&o, 1, w_in, 1, true);
+    }
+    for (int i = 0; i < cg.S; i++) {
+        int j = 3 - cg.S + i;
+        if (cg.k[j] == 1 && cg.s[j] == 1 && cg.pb[j] == 0 && cg.pe[j] == 0 && cg.in[j] == cg.out[j])
+            ir_dims_keep(&o, 0, 2 + i, 0, 2 + i);
+    }
+    return ir_dims_end(&o);
+}
+
+static int conv_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    return conv_dims_common(g, n, l, false);
+}
+static int convt_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    return conv_dims_common(g, n, l, true);
+}
+
 IR_OP_DEF(Conv, 2, 3, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = conv_infer, .flops = conv_flops,
-          .workspace = conv_workspace, .kernel = conv_kernel, .grad = ir_grad_Conv);
+          .workspace = conv_workspace, .kernel = conv_kernel, .grad = ir_grad_Conv,
+          .dims = conv_dims);
 
 IR_OP_DEF(ConvTranspose, 2, 3, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = convt_infer,
           .flops = convt_flops, .workspace = convt_workspace, .kernel = convt_kernel,
-          .grad = ir_grad_ConvTranspose);
+          .grad = ir_grad_ConvTranspose, .dims = convt_dims);

@@ -188,5 +188,33 @@ static ir_status gw_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): dW sums over the batch of X and dY (reduce axis 1, a sum: the split
+ * of a training graph along its batch, MAGIS figure 5), and for a pointwise window (kernel 1,
+ * stride 1, no pads) over each spatial dim too (axes 2...). dW's output channels come from dY's
+ * and its input channels from X's for group 1; depthwise (one channel per group on both sides),
+ * filter c reads X's and dY's channel c alone. Other groupings get no channel links. */
+static int gw_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    ir_conv_geom cg;
+    if (gw_parse(g, n, &cg, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_reduce(&o, 0, 0, 1, true);
+    ir_dims_reduce(&o, 1, 0, 1, true);
+    if (cg.group == 1) {
+        ir_dims_keep(&o, 1, 1, 0, 0);
+        ir_dims_keep(&o, 0, 1, 0, 1);
+    } else if (cg.group == cg.C && cg.group == cg.M) {
+        ir_dims_keep(&o, 1, 1, 0, 0);
+        ir_dims_keep(&o, 0, 1, 0, 0);
+    }
+    for (int i = 0; i < cg.S; i++) {
+        int j = 3 - cg.S + i;
+        if (cg.k[j] == 1 && cg.s[j] == 1 && cg.pb[j] == 0 && cg.pe[j] == 0) {
+            ir_dims_reduce(&o, 0, 2 + i, 2 + i, true);
+            ir_dims_reduce(&o, 1, 2 + i, 2 + i, true);
+        }
+    }
+    return ir_dims_end(&o);
+}
+
 IR_MAGPIE_OP_DEF(ConvGradWeight, 2, 2, 1, 1, .infer = gw_infer, .flops = gw_flops,
-                 .workspace = gw_workspace, .kernel = gw_kernel);
+                 .workspace = gw_workspace, .kernel = gw_kernel, .dims = gw_dims);

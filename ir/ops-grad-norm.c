@@ -347,17 +347,83 @@ static ir_status smg_kernel(const ir_kernel_ctx *k) {
 
 /* ---------------------------------------------------------------- the op table entries */
 
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink). These nodes have two kinds of outputs: dX, shaped like X, and the
+ * parameter gradients dScale/dBias, sums over the dims that the parameters are shared along. So a
+ * dim that both keeps its place in dX and is summed into dScale/dBias links to both: split along
+ * it, the parts of dX are put together and those of dScale/dBias added (a reduce axis that is a
+ * sum).
+ *
+ * BatchNormGrad and InstanceNormGrad (dY, X, scale[, mean, var] -> dX, dScale, dBias): the
+ * channel links from dY, X and every per-channel input to every output. Statistics per (n, c)
+ * plane (InstanceNormGrad) add N to dX and as a sum (axis 1) to dScale/dBias. The running
+ * statistics of BatchNormGrad's inference mode add N and the spatial dims that way (axes 1...);
+ * its training mode differentiates through the batch statistics, so they get no link. */
+static int chan_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 1);
+    int r = x->shape.rank;
+    bool in_norm = n->op == IR_OP_InstanceNormGrad;
+    bool train = !in_norm && ir_attr_int(n, "training_mode", 0) != 0;
+    if (r < 2 || (in_norm && r < 3)) return 0;
+    bool summed = (n->n_out > 1 && n->out[1] >= 0) || (n->n_out > 2 && n->out[2] >= 0);
+    ir_dims_out o = ir_dims_begin(l);
+    for (int k = 0; k < n->n_out; k++) {
+        if (!ir_node_out(g, n, k)) continue;
+        int cd = k == 0 ? 1 : 0; /* dX is [N, C, ...], dScale and dBias [C] */
+        for (int i = 0; i < n->n_in; i++)
+            if (ir_node_in(g, n, i)) ir_dims_keep(&o, i, i < 2 ? 1 : 0, k, cd);
+    }
+    int kept = train ? 0 : in_norm ? 1 : r; /* dims 0..kept-1 but C: per element, or per plane */
+    for (int d = 0, axis = 1; d < kept; d++) {
+        if (d == 1) continue;
+        for (int i = 0; i < 2; i++) {
+            ir_dims_keep(&o, i, d, 0, d);
+            if (summed) ir_dims_reduce(&o, i, d, axis, true);
+        }
+        axis++;
+    }
+    return ir_dims_end(&o);
+}
+
+/* LayerNormGrad (dY, X, scale, Mean, InvStdDev -> dX, dScale, dBias): the dims before `axis` link
+ * from dY, X, Mean and InvStdDev to dX, and as sums to dScale/dBias (one reduce axis per dim).
+ * Mean and InvStdDev must hold those dims where X does (shaped like X with ones from axis on, or
+ * X's leading dims alone); otherwise nothing links. The normalized dims get no link: each element
+ * of dX depends on its whole row. */
+static int lng_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 1);
+    int64_t rows = 0, inner = 0;
+    int axis = 0;
+    if (lng_split(&x->shape, n, &rows, &inner, &axis, NULL) != IR_OK) return 0;
+    for (int i = 3; i < 5; i++) {
+        const ir_shape *s = &ir_node_in(g, n, i)->shape;
+        if (s->rank != x->shape.rank && s->rank != axis) return 0;
+        for (int d = 0; d < axis; d++)
+            if (s->dims[d] != x->shape.dims[d]) return 0;
+    }
+    bool summed = (n->n_out > 1 && n->out[1] >= 0) || (n->n_out > 2 && n->out[2] >= 0);
+    ir_dims_out o = ir_dims_begin(l);
+    for (int d = 0; d < axis; d++)
+        for (int i = 0; i < 5; i++) {
+            if (i == 2) continue; /* scale is shared by every row */
+            ir_dims_keep(&o, i, d, 0, d);
+            if (summed) ir_dims_reduce(&o, i, d, d + 1, true);
+        }
+    return ir_dims_end(&o);
+}
+
 IR_MAGPIE_OP_DEF(BatchNormGrad, 3, 5, 1, 3, .infer = bng_infer, .flops = chan_flops,
-                 .kernel = bng_kernel);
+                 .kernel = bng_kernel, .dims = chan_dims);
 
 IR_MAGPIE_OP_DEF(LayerNormGrad, 5, 5, 1, 3, .infer = lng_infer, .flops = lng_flops,
-                 .kernel = lng_kernel);
+                 .kernel = lng_kernel, .dims = lng_dims);
 
 IR_MAGPIE_OP_DEF(InstanceNormGrad, 3, 3, 1, 3, .infer = ing_infer, .flops = chan_flops,
-                 .kernel = ing_kernel);
+                 .kernel = ing_kernel, .dims = chan_dims);
 
 IR_MAGPIE_OP_DEF(SoftmaxGrad, 2, 2, 1, 1, .infer = smg_infer, .flops = smg_flops,
-                 .kernel = smg_kernel);
+                 .kernel = smg_kernel, .dims = ir_dims_softmax);
 
 IR_MAGPIE_OP_DEF(LogSoftmaxGrad, 2, 2, 1, 1, .infer = smg_infer, .flops = smg_flops,
-                 .kernel = smg_kernel);
+                 .kernel = smg_kernel, .dims = ir_dims_softmax);

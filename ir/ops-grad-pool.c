@@ -124,8 +124,30 @@ static ir_status pool_grad_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): as the forward's, planes (n, c) of dX come from the same planes of dY
+ * (and X), and a spatial dim links only for a window of 1 (kernel 1, stride 1, no pads). */
+static int pool_grad_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    ir_shape xs;
+    ir_pool_geom pg;
+    if (x_shape(g, n, &xs, NULL) != IR_OK || xs.rank < 3 ||
+        ir_pool_parse(n, &xs, &pg, NULL) != IR_OK)
+        return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int in = 0; in < n->n_in; in++) { /* dY, and X for MaxPoolGrad */
+        ir_dims_keep(&o, in, 0, 0, 0);
+        ir_dims_keep(&o, in, 1, 0, 1);
+        for (int i = 0; i < pg.S; i++) {
+            int j = 3 - pg.S + i;
+            if (pg.k[j] == 1 && pg.s[j] == 1 && pg.pb[j] == 0 && pg.pe[j] == 0 &&
+                pg.in[j] == pg.out[j])
+                ir_dims_keep(&o, in, 2 + i, 0, 2 + i);
+        }
+    }
+    return ir_dims_end(&o);
+}
+
 IR_MAGPIE_OP_DEF(MaxPoolGrad, 2, 2, 1, 1, .infer = pool_grad_infer, .flops = pool_grad_flops,
-                 .kernel = pool_grad_kernel);
+                 .kernel = pool_grad_kernel, .dims = pool_grad_dims);
 
 IR_MAGPIE_OP_DEF(AveragePoolGrad, 1, 1, 1, 1, .infer = pool_grad_infer, .flops = pool_grad_flops,
-                 .kernel = pool_grad_kernel);
+                 .kernel = pool_grad_kernel, .dims = pool_grad_dims);

@@ -149,5 +149,31 @@ static ir_status rg_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): each dim that the forward kept links from X, dY and Y to the same dim
+ * of dX; dY and Y (alike) are matched to X with the kept dims in place of ones (keepdims) or
+ * alone, else nothing links. The reduced dims get no link: with ties, zeros and norms, each
+ * element's gradient depends on its whole reduction group. */
+static int rg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *xs = &ir_node_in(g, n, 1)->shape, *ys = &ir_node_in(g, n, 0)->shape;
+    bool mask[IR_MAX_RANK];
+    int kept = 0, pos[IR_MAX_RANK];
+    if (rg_mask(n, xs->rank, mask, NULL) != IR_OK || !ir_shape_eq(ys, &ir_node_in(g, n, 2)->shape))
+        return 0;
+    for (int i = 0; i < xs->rank; i++)
+        if (!mask[i]) pos[i] = kept++;
+    bool with_ones = ys->rank == xs->rank, alone = !with_ones && ys->rank == kept;
+    if (!with_ones && !alone) return 0;
+    for (int i = 0; i < xs->rank; i++)
+        if (!mask[i] && ys->dims[with_ones ? i : pos[i]] != xs->dims[i]) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < xs->rank; i++) {
+        if (mask[i]) continue;
+        ir_dims_keep(&o, 1, i, 0, i);
+        ir_dims_keep(&o, 0, with_ones ? i : pos[i], 0, i);
+        ir_dims_keep(&o, 2, with_ones ? i : pos[i], 0, i);
+    }
+    return ir_dims_end(&o);
+}
+
 IR_MAGPIE_OP_DEF(ReduceGrad, 3, 3, 1, 1, .infer = rg_infer, .flops = rg_flops,
-                 .workspace = rg_workspace, .kernel = rg_kernel);
+                 .workspace = rg_workspace, .kernel = rg_kernel, .dims = rg_dims);

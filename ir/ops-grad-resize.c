@@ -110,5 +110,16 @@ static ir_status rg_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): the dims that the forward Resize maps identically link dY to dX. */
+static int rg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *dy = ir_node_in(g, n, 0), *dx = ir_node_out(g, n, 0);
+    bool same[IR_MAX_RANK];
+    if (!ir_resize_identity_dims(g, n, &dx->shape, &dy->shape, same)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < dx->shape.rank; i++)
+        if (same[i]) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
 IR_MAGPIE_OP_DEF(ResizeGrad, 1, 4, 1, 1, .infer = rg_infer, .flops = rg_flops,
-                 .workspace = rg_workspace, .kernel = rg_kernel);
+                 .workspace = rg_workspace, .kernel = rg_kernel, .dims = rg_dims);

@@ -98,8 +98,22 @@ static ir_status gather_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): the data's dims but the axis keep their order around the indices'
+ * dims, which take the axis's place. Either side may be split alone: indices hold absolute
+ * positions along the axis, which stays whole. */
+static int gather_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0), *ix = ir_node_in(g, n, 1);
+    int r = x->shape.rank, q = ix->shape.rank, axis;
+    if (r == 0 || !ir_norm_axis(ir_attr_int(n, "axis", 0), r, &axis)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < r; i++)
+        if (i != axis) ir_dims_keep(&o, 0, i, 0, i < axis ? i : q + i - 1);
+    for (int j = 0; j < q; j++) ir_dims_keep(&o, 1, j, 0, axis + j);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(Gather, 2, 2, 1, 1, .infer = gather_infer, .kernel = gather_kernel,
-          .grad = ir_grad_Gather);
+          .grad = ir_grad_Gather, .dims = gather_dims);
 
 /* ---------------------------------------------------------------- GatherElements */
 
@@ -160,8 +174,29 @@ static ir_status gather_elements_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims: output element i reads the data at i with the axis coordinate replaced by indices[i]. So
+ * the indices link on every dim and the data on each other dim, together: the data dim must be
+ * split like the indices (a dim where the data is longer than the indices gets no link). Along
+ * the axis the data stays whole. */
+static int gather_elements_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *xs = &ir_node_in(g, n, 0)->shape, *is = &ir_node_in(g, n, 1)->shape;
+    int r = xs->rank, axis;
+    if (r == 0 || is->rank != r || !ir_norm_axis(ir_attr_int(n, "axis", 0), r, &axis)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < r; i++) {
+        if (i == axis) {
+            ir_dims_keep(&o, 1, i, 0, i);
+        } else if (xs->dims[i] == is->dims[i]) {
+            ir_dims_keep(&o, 0, i, 0, i);
+            ir_dims_keep(&o, 1, i, 0, i);
+        }
+    }
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(GatherElements, 2, 2, 1, 1, .infer = gather_elements_infer,
-          .kernel = gather_elements_kernel, .grad = ir_grad_GatherElements);
+          .kernel = gather_elements_kernel, .grad = ir_grad_GatherElements,
+          .dims = gather_elements_dims);
 
 /* ---------------------------------------------------------------- ScatterND */
 
@@ -303,8 +338,24 @@ static ir_status scatter_nd_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims: the indices address the data's first k dims only, so each later dim links from the data
+ * and from its place in the updates (after the indices' leading dims) to the output; the first k
+ * dims and the indices get no link (which update lands where, and in which order, is data). */
+static int scatter_nd_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *xs = &ir_node_in(g, n, 0)->shape, *is = &ir_node_in(g, n, 1)->shape;
+    int r = xs->rank, q = is->rank;
+    if (q == 0 || is->dims[q - 1] > r) return 0;
+    int kk = (int)is->dims[q - 1];
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = kk; i < r; i++) {
+        ir_dims_keep(&o, 0, i, 0, i);
+        ir_dims_keep(&o, 2, q - 1 + i - kk, 0, i);
+    }
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(ScatterND, 3, 3, 1, 1, .infer = scatter_nd_infer, .flops = scatter_flops,
-          .kernel = scatter_nd_kernel);
+          .kernel = scatter_nd_kernel, .dims = scatter_nd_dims);
 
 /* ---------------------------------------------------------------- Trilu */
 
@@ -355,4 +406,14 @@ static ir_status trilu_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Trilu, 1, 2, 1, 1, .infer = trilu_infer, .kernel = trilu_kernel, .grad = ir_grad_Trilu);
+/* Dims: the batch of matrices (every dim before the last two) links; rows and columns are
+ * compared with each other and with k. */
+static int trilu_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    int r = ir_node_in(g, n, 0)->shape.rank;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < r - 2; i++) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
+IR_OP_DEF(Trilu, 1, 2, 1, 1, .infer = trilu_infer, .kernel = trilu_kernel, .grad = ir_grad_Trilu,
+          .dims = trilu_dims);

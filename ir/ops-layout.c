@@ -205,8 +205,17 @@ static ir_status transpose_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims (ir.h, ir_dimlink): output dim i is input dim perm[i]. */
+static int transpose_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    int perm[IR_MAX_RANK], r = ir_node_in(g, n, 0)->shape.rank;
+    if (transpose_perm(n, r, perm, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < r; i++) ir_dims_keep(&o, 0, perm[i], 0, i);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(Transpose, 1, 1, 1, 1, .infer = transpose_infer, .kernel = transpose_kernel,
-          .grad = ir_grad_Transpose);
+          .grad = ir_grad_Transpose, .dims = transpose_dims);
 
 /* ---------------------------------------------------------------- Concat, Split */
 
@@ -283,8 +292,21 @@ static ir_status split_kernel(const ir_kernel_ctx *k) {
     return parts_kernel(k, true);
 }
 
+/* Dims of Concat and Split: every dim but the axis links between the whole and every part; along
+ * the axis the parts are different ranges of the whole. */
+static int parts_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    bool split = n->op == IR_OP_Split;
+    int r = (split ? ir_node_in(g, n, 0) : ir_node_out(g, n, 0))->shape.rank, axis;
+    if (!ir_norm_axis(ir_attr_int(n, "axis", 0), r, &axis)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int p = 0; p < (split ? n->n_out : n->n_in); p++)
+        for (int i = 0; i < r; i++)
+            if (i != axis) ir_dims_keep(&o, split ? 0 : p, i, split ? p : 0, i);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(Concat, 1, 1 << 20, 1, 1, .infer = concat_infer, .kernel = concat_kernel,
-          .grad = ir_grad_Concat);
+          .grad = ir_grad_Concat, .dims = parts_dims);
 
 static ir_status split_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -347,7 +369,7 @@ out:
 }
 
 IR_OP_DEF(Split, 1, 2, 1, 1 << 20, .infer = split_infer, .kernel = split_kernel,
-          .grad = ir_grad_Split);
+          .grad = ir_grad_Split, .dims = parts_dims);
 
 /* ---------------------------------------------------------------- Slice */
 
@@ -429,7 +451,27 @@ static ir_status slice_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Slice, 3, 5, 1, 1, .infer = slice_infer, .kernel = slice_kernel, .grad = ir_grad_Slice);
+/* Dims: a dim links when the slice leaves it whole (start 0, step 1, every index): the others
+ * pick, shift or reverse indices. */
+static int slice_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int64_t v[4][IR_MAX_RANK], first[IR_MAX_RANK], step[IR_MAX_RANK];
+    int cnt[4];
+    ir_shape out;
+    for (int i = 0; i < 4; i++)
+        if (ir_const_ints(g, n, i + 1, v[i], IR_MAX_RANK, &cnt[i], NULL) != IR_OK) return 0;
+    if (slice_params(n, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3], cnt[3], first,
+                     step, &out, NULL) != IR_OK)
+        return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++)
+        if (first[i] == 0 && step[i] == 1 && out.dims[i] == x->shape.dims[i])
+            ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
+IR_OP_DEF(Slice, 3, 5, 1, 1, .infer = slice_infer, .kernel = slice_kernel, .grad = ir_grad_Slice,
+          .dims = slice_dims);
 
 /* ---------------------------------------------------------------- Expand, Tile */
 
@@ -456,8 +498,16 @@ static ir_status expand_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims of Expand and Tile: the dims that keep their size (not broadcast, repeated once) link;
+ * Expand aligns X to the right, as broadcasting does. */
+static int expand_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_broadcast(g, n, 0, 0, &o);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(Expand, 2, 2, 1, 1, .infer = expand_infer, .kernel = expand_kernel,
-          .grad = ir_grad_Expand);
+          .grad = ir_grad_Expand, .dims = expand_dims);
 
 static ir_status tile_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -494,7 +544,16 @@ static ir_status tile_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Tile, 2, 2, 1, 1, .infer = tile_infer, .kernel = tile_kernel, .grad = ir_grad_Tile);
+static int tile_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *xs = &ir_node_in(g, n, 0)->shape, *ys = &ir_node_out(g, n, 0)->shape;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < xs->rank && xs->rank == ys->rank; i++)
+        if (xs->dims[i] > 0 && xs->dims[i] == ys->dims[i]) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
+IR_OP_DEF(Tile, 2, 2, 1, 1, .infer = tile_infer, .kernel = tile_kernel, .grad = ir_grad_Tile,
+          .dims = tile_dims);
 
 /* ---------------------------------------------------------------- Pad */
 
@@ -654,4 +713,27 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Pad, 1, 4, 1, 1, .infer = pad_infer, .kernel = pad_kernel, .grad = ir_grad_Pad);
+/* Dims: the dims padded by nothing on either side link (any mode reads them in place). */
+static int pad_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
+    int nraw, naxes;
+    enum pad_mode mode;
+    if (ir_const_ints(g, n, 1, raw, 2 * IR_MAX_RANK, &nraw, NULL) != IR_OK ||
+        ir_const_ints(g, n, 3, axes, IR_MAX_RANK, &naxes, NULL) != IR_OK)
+        return 0;
+    if (nraw == -2) {
+        const int64_t *p;
+        nraw = ir_attr_ints(n, "pads", &p);
+        if (nraw < 0 || nraw > 2 * IR_MAX_RANK) return 0;
+        memcpy(raw, p, sizeof(int64_t) * (size_t)nraw);
+    }
+    if (pad_params(n, &x->shape, raw, nraw, axes, naxes, pb, pe, &mode, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++)
+        if (pb[i] == 0 && pe[i] == 0) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
+IR_OP_DEF(Pad, 1, 4, 1, 1, .infer = pad_infer, .kernel = pad_kernel, .grad = ir_grad_Pad,
+          .dims = pad_dims);

@@ -216,8 +216,50 @@ static ir_status gemm_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink) of MatMul: batch dims link from each operand where it is not broadcast
+ * (numpy alignment, from the right), M from A, N from B (absent for 1-D operands), and K is
+ * reduce axis 1, a sum, from both. */
+static int matmul_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *a = ir_node_in(g, n, 0), *b = ir_node_in(g, n, 1), *y = ir_node_out(g, n, 0);
+    mm_geom mg;
+    if (mm_parse(&a->shape, &b->shape, n, &mg, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    int nb = mg.batch.rank, ra = a->shape.rank, rb = b->shape.rank;
+    for (int i = 0; i < ra - 2; i++) /* batch dims of an operand of rank > 2 */
+        if (a->shape.dims[i] == y->shape.dims[nb - (ra - 2) + i])
+            ir_dims_keep(&o, 0, i, 0, nb - (ra - 2) + i);
+    for (int i = 0; i < rb - 2; i++)
+        if (b->shape.dims[i] == y->shape.dims[nb - (rb - 2) + i])
+            ir_dims_keep(&o, 1, i, 0, nb - (rb - 2) + i);
+    if (!mg.a_vec) ir_dims_keep(&o, 0, ra - 2, 0, nb);
+    if (!mg.b_vec) ir_dims_keep(&o, 1, rb - 1, 0, y->shape.rank - 1);
+    ir_dims_reduce(&o, 0, ra - 1, 1, true);
+    ir_dims_reduce(&o, 1, mg.b_vec ? 0 : rb - 2, 1, true);
+    return ir_dims_end(&o);
+}
+
+/* Dims of Gemm: M from A, N from B (through transA/transB), C where it is not broadcast; K is a
+ * sum from A and B only when no C is added (beta 0 or no C): the parts would each add it. */
+static int gemm_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *c = ir_node_in(g, n, 2);
+    bool ta = ir_attr_int(n, "transA", 0), tb = ir_attr_int(n, "transB", 0);
+    bool adds_c = c && ir_attr_float(n, "beta", 1.0f) != 0;
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_keep(&o, 0, ta ? 1 : 0, 0, 0);
+    ir_dims_keep(&o, 1, tb ? 0 : 1, 0, 1);
+    if (adds_c) ir_dims_broadcast(g, n, 2, 0, &o);
+    if (!adds_c) {
+        ir_dims_reduce(&o, 0, ta ? 0 : 1, 1, true);
+        ir_dims_reduce(&o, 1, tb ? 1 : 0, 1, true);
+    }
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(MatMul, 2, 2, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = matmul_infer,
-          .flops = matmul_flops, .kernel = matmul_kernel, .grad = ir_grad_MatMul);
+          .flops = matmul_flops, .kernel = matmul_kernel, .grad = ir_grad_MatMul,
+          .dims = matmul_dims);
 
 IR_OP_DEF(Gemm, 2, 3, 1, 1, .infer = gemm_infer, .flops = gemm_flops, .kernel = gemm_kernel,
-          .grad = ir_grad_Gemm);
+          .grad = ir_grad_Gemm, .dims = gemm_dims);

@@ -378,17 +378,81 @@ static ir_status logsoftmax_kernel(const ir_kernel_ctx *k) {
     return sm_run(k, true);
 }
 
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink) of BatchNormalization: the channel links from X and every per-channel
+ * input to Y and to every [C] output (running and saved statistics). With running statistics
+ * (inference) each element is an affine map of itself, so N and the spatial dims link too; in
+ * training mode the statistics are over N and the spatial dims, so those get no link. */
+static int bn_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (x->shape.rank < 2) return 0;
+    bool train = ir_bn_training(n);
+    ir_dims_out o = ir_dims_begin(l);
+    for (int k = 0; k < n->n_out; k++) {
+        if (!ir_node_out(g, n, k)) continue;
+        int cd = k == 0 ? 1 : 0; /* Y is [N, C, ...], the statistics [C] */
+        ir_dims_keep(&o, 0, 1, k, cd);
+        for (int i = 1; i < n->n_in; i++) ir_dims_keep(&o, i, 0, k, cd);
+    }
+    for (int i = 0; !train && i < x->shape.rank; i++)
+        if (i != 1) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
+/* LayerNormalization: the dims before `axis` link from X to Y and to Mean and InvStdDev (shaped
+ * like X with ones from axis on). The normalized dims get no link at all: every element of Y
+ * depends on its whole row. Scale and B are shared by every row and stay unlinked. */
+static int ln_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int axis = 0;
+    if (ln_axis(&x->shape, n, &axis, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int k = 0; k < n->n_out; k++)
+        if (ir_node_out(g, n, k))
+            for (int i = 0; i < axis; i++) ir_dims_keep(&o, 0, i, k, i);
+    return ir_dims_end(&o);
+}
+
+/* InstanceNormalization: statistics per (n, c) plane, so N and C link (scale and B per channel)
+ * and the spatial dims get none. */
+static int in_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    if (ir_node_in(g, n, 0)->shape.rank < 3) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_keep(&o, 0, 0, 0, 0);
+    ir_dims_keep(&o, 0, 1, 0, 1);
+    ir_dims_keep(&o, 1, 0, 0, 1);
+    ir_dims_keep(&o, 2, 0, 0, 1);
+    return ir_dims_end(&o);
+}
+
+/* Softmax/LogSoftmax, and their gradients (ops-grad-norm.c, inputs dY and Y): every dim outside
+ * the normalized line links from every input to output 0. The line is the axis (opset 13), or
+ * every dim from the axis on (the coercion to 2-D of older opsets); it gets no link. */
+int ir_dims_softmax(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *xs = &ir_node_in(g, n, n->n_in - 1)->shape;
+    bool old = g->opset > 0 && g->opset < 13;
+    int axis = 0;
+    if (xs->rank == 0 || !ir_norm_axis(ir_attr_int(n, "axis", old ? 1 : -1), xs->rank, &axis))
+        return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int in = 0; in < n->n_in; in++)
+        for (int i = 0; i < xs->rank; i++)
+            if (i < axis || (i > axis && !old)) ir_dims_keep(&o, in, i, 0, i);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(BatchNormalization, 5, 5, 1, 5, .infer = bn_infer, .flops = bn_flops, .kernel = bn_kernel,
-          .grad = ir_grad_BatchNormalization);
+          .grad = ir_grad_BatchNormalization, .dims = bn_dims);
 
 IR_OP_DEF(LayerNormalization, 2, 3, 1, 3, .infer = ln_infer, .flops = ln_flops, .kernel = ln_kernel,
-          .grad = ir_grad_LayerNormalization);
+          .grad = ir_grad_LayerNormalization, .dims = ln_dims);
 
 IR_OP_DEF(InstanceNormalization, 3, 3, 1, 1, .infer = in_infer, .flops = ln_flops,
-          .kernel = in_kernel, .grad = ir_grad_InstanceNormalization);
+          .kernel = in_kernel, .grad = ir_grad_InstanceNormalization, .dims = in_dims);
 
 IR_OP_DEF(Softmax, 1, 1, 1, 1, .infer = sm_infer, .flops = sm_flops, .kernel = softmax_kernel,
-          .grad = ir_grad_Softmax);
+          .grad = ir_grad_Softmax, .dims = ir_dims_softmax);
 
 IR_OP_DEF(LogSoftmax, 1, 1, 1, 1, .infer = sm_infer, .flops = sm_flops, .kernel = logsoftmax_kernel,
-          .grad = ir_grad_LogSoftmax);
+          .grad = ir_grad_LogSoftmax, .dims = ir_dims_softmax);

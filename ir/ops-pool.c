@@ -248,14 +248,47 @@ static ir_status gmax_kernel(const ir_kernel_ctx *k) {
     return global_run(k, true);
 }
 
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink): planes (n, c) are pooled independently, so N and C link; a spatial dim
+ * links only for a window of 1 (kernel 1, stride 1, no pads), others read a halo. MaxPool's
+ * Indices are flat offsets into the whole X (p * IS + ...): a part would number its own
+ * elements, so a MaxPool with Indices gets no links at all. */
+static int pool_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    ir_pool_geom pg;
+    if (ir_node_out(g, n, 1) || pool_parse(g, n, &pg, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_keep(&o, 0, 0, 0, 0);
+    ir_dims_keep(&o, 0, 1, 0, 1);
+    for (int i = 0; i < pg.S; i++) {
+        int j = 3 - pg.S + i;
+        if (pg.k[j] == 1 && pg.s[j] == 1 && pg.pb[j] == 0 && pg.pe[j] == 0 && pg.in[j] == pg.out[j])
+            ir_dims_keep(&o, 0, 2 + i, 0, 2 + i);
+    }
+    return ir_dims_end(&o);
+}
+
+/* N and C link; each spatial dim is a reduce axis, a mean or a max (not a sum). */
+static int global_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (x->shape.rank < 3) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    ir_dims_keep(&o, 0, 0, 0, 0);
+    ir_dims_keep(&o, 0, 1, 0, 1);
+    for (int i = 2; i < x->shape.rank; i++) ir_dims_reduce(&o, 0, i, i - 1, false);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(MaxPool, 1, 1, 1, 2, .infer = maxpool_infer, .flops = pool_flops,
-          .kernel = maxpool_kernel, .grad = ir_grad_MaxPool);
+          .kernel = maxpool_kernel, .grad = ir_grad_MaxPool, .dims = pool_dims);
 
 IR_OP_DEF(AveragePool, 1, 1, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = avgpool_infer,
-          .flops = pool_flops, .kernel = avgpool_kernel, .grad = ir_grad_AveragePool);
+          .flops = pool_flops, .kernel = avgpool_kernel, .grad = ir_grad_AveragePool,
+          .dims = pool_dims);
 
 IR_OP_DEF(GlobalAveragePool, 1, 1, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = global_infer,
-          .flops = global_flops, .kernel = gavg_kernel, .grad = ir_grad_GlobalAveragePool);
+          .flops = global_flops, .kernel = gavg_kernel, .grad = ir_grad_GlobalAveragePool,
+          .dims = global_dims);
 
 IR_OP_DEF(GlobalMaxPool, 1, 1, 1, 1, .infer = global_infer, .flops = global_flops,
-          .kernel = gmax_kernel, .grad = ir_grad_GlobalMaxPool);
+          .kernel = gmax_kernel, .grad = ir_grad_GlobalMaxPool, .dims = global_dims);

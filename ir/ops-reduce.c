@@ -407,9 +407,62 @@ static ir_status cumsum_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink) of the reductions: each kept dim links to its place in the output (with
+ * or without keepdims), each reduced dim is a reduce axis of its own (numbered in order), a sum
+ * for ReduceSum only: the partial maxima, means, products or norms of a split do not add up. An
+ * empty axes list with noop_with_empty_axes is the identity. */
+static int reduce_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    bool mask[IR_MAX_RANK], noop, keep = ir_attr_int(n, "keepdims", 1) != 0;
+    if (ir_reduce_axes(g, n, x->shape.rank, mask, &noop, NULL) != IR_OK) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0, j = 0, axis = 1; i < x->shape.rank; i++) {
+        if (noop || !mask[i]) {
+            ir_dims_keep(&o, 0, i, 0, j++);
+            continue;
+        }
+        ir_dims_reduce(&o, 0, i, axis++, n->op == IR_OP_ReduceSum);
+        if (keep) j++;
+    }
+    return ir_dims_end(&o);
+}
+
+/* ArgMax: the kept dims link; the axis is a reduce axis, and not a sum. */
+static int argmax_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int axis = 0;
+    if (argmax_axis(&x->shape, n, &axis, NULL) != IR_OK) return 0;
+    bool keep = ir_attr_int(n, "keepdims", 1) != 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (i == axis)
+            ir_dims_reduce(&o, 0, i, 1, false);
+        else
+            ir_dims_keep(&o, 0, i, 0, i < axis || keep ? i : i - 1);
+    }
+    return ir_dims_end(&o);
+}
+
+/* CumSum: every dim but the (constant) axis links; along the axis each prefix needs all that
+ * comes before it. */
+static int cumsum_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int64_t a;
+    int axis = 0, na = 0;
+    if (ir_const_ints(g, n, 1, &a, 1, &na, NULL) != IR_OK || na != 1 ||
+        !ir_norm_axis(a, x->shape.rank, &axis))
+        return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++)
+        if (i != axis) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
 #define REDUCE_DEF(NAME, kern, fl)                                                                 \
     IR_OP_DEF(NAME, 1, 2, 1, 1, .flags = (fl), .infer = reduce_infer, .flops = reduce_flops,       \
-              .kernel = kern, .grad = ir_grad_##NAME);
+              .kernel = kern, .grad = ir_grad_##NAME, .dims = reduce_dims);
 REDUCE_DEF(ReduceMean, rmean_kernel, IR_OPF_MULTILINEAR)
 REDUCE_DEF(ReduceSum, rsum_kernel, IR_OPF_MULTILINEAR)
 REDUCE_DEF(ReduceMax, rmax_kernel, 0)
@@ -417,8 +470,9 @@ REDUCE_DEF(ReduceMin, rmin_kernel, 0)
 REDUCE_DEF(ReduceProd, rprod_kernel, 0)
 REDUCE_DEF(ReduceL2, rl2_kernel, 0)
 
-IR_OP_DEF(ArgMax, 1, 1, 1, 1, .infer = argmax_infer, .flops = reduce_flops,
-          .kernel = argmax_kernel);
+IR_OP_DEF(ArgMax, 1, 1, 1, 1, .infer = argmax_infer, .flops = reduce_flops, .kernel = argmax_kernel,
+          .dims = argmax_dims);
 
 IR_OP_DEF(CumSum, 2, 2, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = cumsum_infer,
-          .flops = reduce_flops, .kernel = cumsum_kernel, .grad = ir_grad_CumSum);
+          .flops = reduce_flops, .kernel = cumsum_kernel, .grad = ir_grad_CumSum,
+          .dims = cumsum_dims);

@@ -257,5 +257,39 @@ static ir_status resize_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* ---------------------------------------------------------------- dims */
+
+/* A dim maps identically when its size is unchanged, its scale (given, or out/in) is exactly 1
+ * and the coordinate transformation maps x to x at scale 1: half_pixel ((x + 0.5) / 1 - 0.5),
+ * pytorch_half_pixel, align_corners (x * (in - 1) / (out - 1)) and asymmetric do, exactly in
+ * double; tf_half_pixel_for_nn's x + 0.5 may round up, so it is left out. Then the source index
+ * is x and a linear weight is 0, whatever the other dims do. */
+bool ir_resize_identity_dims(const ir_graph *g, const ir_node *n, const ir_shape *is,
+                             const ir_shape *os, bool *mask) {
+    rs_attrs ra;
+    double sc[IR_MAX_RANK];
+    if (is->rank != os->rank || rs_parse(g, n, &ra, NULL) != IR_OK) return false;
+    int nsc = const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, NULL);
+    if (nsc == -1) return false;
+    for (int i = 0; i < is->rank; i++) {
+        double scale = nsc == is->rank ? sc[i] : 1.0; /* out / in, when in == out */
+        mask[i] = is->dims[i] == os->dims[i] && scale == 1.0 && ra.ctm != CTM_TF_NN;
+    }
+    return true;
+}
+
+/* Dims (ir.h, ir_dimlink): the dims that Resize maps identically (batch and channels, in
+ * practice) link; the others interpolate across a split. */
+static int resize_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0), *y = ir_node_out(g, n, 0);
+    bool same[IR_MAX_RANK];
+    if (!ir_resize_identity_dims(g, n, &x->shape, &y->shape, same)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++)
+        if (same[i]) ir_dims_keep(&o, 0, i, 0, i);
+    return ir_dims_end(&o);
+}
+
 IR_OP_DEF(Resize, 1, 4, 1, 1, .infer = resize_infer, .flops = resize_flops,
-          .workspace = resize_workspace, .kernel = resize_kernel, .grad = ir_grad_Resize);
+          .workspace = resize_workspace, .kernel = resize_kernel, .grad = ir_grad_Resize,
+          .dims = resize_dims);

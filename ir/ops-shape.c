@@ -110,8 +110,11 @@ static ir_status reshape_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
+/* Dims of the four re-describing ops (ir.h, ir_dimlink): the dims that survive whole link
+ * (ir_dims_regroup); merged or split dims get none. Shape, Size, Constant, ConstantOfShape and
+ * Range have no dims: their outputs' dims are not their inputs' dims. */
 IR_OP_DEF(Reshape, 2, 2, 1, 1, .infer = reshape_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Reshape);
+          .grad = ir_grad_Reshape, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Flatten */
 
@@ -130,7 +133,7 @@ static ir_status flatten_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 IR_OP_DEF(Flatten, 1, 1, 1, 1, .infer = flatten_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Flatten);
+          .grad = ir_grad_Flatten, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */
 
@@ -153,7 +156,7 @@ static ir_status squeeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 IR_OP_DEF(Squeeze, 1, 2, 1, 1, .infer = squeeze_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Squeeze);
+          .grad = ir_grad_Squeeze, .dims = ir_dims_regroup_op);
 
 static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -175,7 +178,7 @@ static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .infer = unsqueeze_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Unsqueeze);
+          .grad = ir_grad_Unsqueeze, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Shape, Size */
 

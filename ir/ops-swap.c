@@ -46,6 +46,7 @@ static ir_status swap_kernel(const ir_kernel_ctx *k) {
         .flags = (FLAGS),                                                                          \
         .infer = swap_infer,                                                                       \
         .kernel = swap_kernel,                                                                     \
+        .dims = ir_dims_first_input, /* identities: every dim links */                             \
     }
 
 SWAP_OP_DEF(Store, IR_OPF_HOST_OUTPUT);

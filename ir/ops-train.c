@@ -457,6 +457,9 @@ static double upd_flops(const ir_graph *g, const ir_node *n) {
     return per[k] * flops_out_numel(g, n);
 }
 
+/* A produced input is taken over only when its buffer is the device's and nobody needs its value
+ * at the end: a graph output keeps its own bytes, and a host value (Store's) is no device buffer
+ * to write in; both leave output k an ordinary allocation. */
 int ir_value_inplace_of(const ir_graph *g, int v) {
     int p = g->values[v].producer;
     if (p < 0) return -1;
@@ -467,10 +470,83 @@ int ir_value_inplace_of(const ir_graph *g, int v) {
         if (n->out[k] != v) continue;
         int in = n->in[k];
         const ir_value *iv = in >= 0 ? &g->values[in] : NULL;
-        bool resident = iv && iv->producer < 0 && ((iv->flags & IR_VF_INPUT) || iv->blob);
-        return resident ? in : -1;
+        if (!iv) return -1;
+        if (iv->producer < 0) return ((iv->flags & IR_VF_INPUT) || iv->blob) ? in : -1;
+        if ((iv->flags & IR_VF_OUTPUT) || ir_value_on_host(g, in)) return -1;
+        return in;
     }
     return -1;
+}
+
+/* ---------------------------------------------------------------- dims */
+
+/* Dims (ir.h, ir_dimlink). UnaryGrad and DropoutGrad are element-wise over operands of one shape
+ * (ir_dims_elementwise). */
+
+/* GatherGrad (dY, indices -> dData): dY's dims around the indices' dims keep their place in the
+ * data's shape; each dim of the indices, with its place in dY, is a sum (one reduce axis per dim):
+ * the rows gathered by a part of the indices add into the whole dData. The axis of dData gets no
+ * link. GatherElementsGrad (dY, indices alike): the axis is the sum; each other dim links from dY
+ * and the indices where dData is as long (elsewhere the parts would not line up). */
+static int gg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_shape *ds = &ir_node_out(g, n, 0)->shape, *is = &ir_node_in(g, n, 1)->shape;
+    int r = ds->rank, q = is->rank, axis;
+    if (r == 0 || !ir_norm_axis(ir_attr_int(n, "axis", 0), r, &axis)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    if (n->op == IR_OP_GatherGrad) {
+        for (int i = 0; i < r; i++)
+            if (i != axis) ir_dims_keep(&o, 0, i < axis ? i : q + i - 1, 0, i);
+        for (int j = 0; j < q; j++) {
+            ir_dims_reduce(&o, 0, axis + j, j + 1, true);
+            ir_dims_reduce(&o, 1, j, j + 1, true);
+        }
+        return ir_dims_end(&o);
+    }
+    if (q != r) return 0;
+    for (int i = 0; i < r; i++) {
+        if (i == axis) {
+            ir_dims_reduce(&o, 0, i, 1, true);
+            ir_dims_reduce(&o, 1, i, 1, true);
+        } else if (ds->dims[i] == is->dims[i]) {
+            ir_dims_keep(&o, 0, i, 0, i);
+            ir_dims_keep(&o, 1, i, 0, i);
+        }
+    }
+    return ir_dims_end(&o);
+}
+
+/* SoftmaxCrossEntropy (logits, labels -> loss[, log-probabilities]): every position (each dim
+ * but the classes) links from the logits and the labels to the log-probabilities, and to a reduce
+ * axis of its own for the loss, which is a mean over the counted positions, not a sum. The
+ * classes get no link (each row normalizes over them). SoftmaxCrossEntropyGrad has no dims:
+ * every element is scaled by 1 / (the count of non-ignored labels of the whole batch), which a
+ * part cannot know. */
+static int sce_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    int r = ir_node_in(g, n, 0)->shape.rank;
+    bool lp = ir_node_out(g, n, 1) != NULL;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < r - 1; i++)
+        for (int in = 0; in < 2; in++) {
+            if (lp) ir_dims_keep(&o, in, i, 1, i);
+            ir_dims_reduce(&o, in, i, i + 1, false);
+        }
+    return ir_dims_end(&o);
+}
+
+/* The updates: element-wise over operands of the parameter's shape. Each output links from the
+ * inputs it reads: SGD p' (p, g); Momentum b' (b, g) and p' (p, b, g); Adam m' (m, g), v' (v, g)
+ * and p' (every input). Fission refuses in-place nodes anyway. */
+static int upd_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    int r = ir_node_in(g, n, 0)->shape.rank, grad = n->n_in - 1;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int d = 0; d < r; d++) {
+        for (int in = 0; in < n->n_in; in++) ir_dims_keep(&o, in, d, 0, d);
+        for (int k = 1; k < n->n_out; k++) {
+            ir_dims_keep(&o, k, d, k, d);
+            ir_dims_keep(&o, grad, d, k, d);
+        }
+    }
+    return ir_dims_end(&o);
 }
 
 /* ---------------------------------------------------------------- the op table entries */
@@ -479,19 +555,21 @@ static double ug_flops(const ir_graph *g, const ir_node *n) {
     return 2 * flops_out_numel(g, n);
 }
 
-#define TRAIN_DEF(name_, lo_in, hi_in, lo_out, hi_out, flags_, infer_, flops_, kernel_)            \
+#define TRAIN_DEF(name_, lo_in, hi_in, lo_out, hi_out, flags_, infer_, flops_, kernel_, dims_)     \
     IR_MAGPIE_OP_DEF(name_, lo_in, hi_in, lo_out, hi_out, .flags = (flags_), .infer = infer_,      \
-                     .flops = flops_, .kernel = kernel_);
+                     .flops = flops_, .kernel = kernel_, .dims = dims_);
 
-TRAIN_DEF(UnaryGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, ug_infer, ug_flops, ug_kernel)
-TRAIN_DEF(DropoutGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, dg_infer, ug_flops, dg_kernel)
-TRAIN_DEF(GatherGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gg_kernel)
-TRAIN_DEF(GatherElementsGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gge_kernel)
-TRAIN_DEF(SoftmaxCrossEntropy, 2, 2, 1, 2, 0, sce_infer, sce_flops, sce_kernel)
-TRAIN_DEF(SoftmaxCrossEntropyGrad, 3, 3, 1, 1, 0, sceg_infer, sceg_flops, sceg_kernel)
+TRAIN_DEF(UnaryGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, ug_infer, ug_flops, ug_kernel,
+          ir_dims_elementwise)
+TRAIN_DEF(DropoutGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, dg_infer, ug_flops, dg_kernel,
+          ir_dims_elementwise)
+TRAIN_DEF(GatherGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gg_kernel, gg_dims)
+TRAIN_DEF(GatherElementsGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gge_kernel, gg_dims)
+TRAIN_DEF(SoftmaxCrossEntropy, 2, 2, 1, 2, 0, sce_infer, sce_flops, sce_kernel, sce_dims)
+TRAIN_DEF(SoftmaxCrossEntropyGrad, 3, 3, 1, 1, 0, sceg_infer, sceg_flops, sceg_kernel, NULL)
 TRAIN_DEF(SGDUpdate, 2, 2, 1, 1, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
-          sgd_kernel)
+          sgd_kernel, upd_dims)
 TRAIN_DEF(MomentumUpdate, 3, 3, 2, 2, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
-          momentum_kernel)
+          momentum_kernel, upd_dims)
 TRAIN_DEF(AdamUpdate, 4, 4, 3, 3, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
-          adam_kernel)
+          adam_kernel, upd_dims)

@@ -436,13 +436,31 @@ static ir_status dropout_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+/* Dims: element i of the output (and of the mask) comes from element i of X, except in training
+ * mode, where the mask is drawn from the flat index i and the node name: a part of a split node
+ * would draw other masks. So the links exist only when the node is provably an identity
+ * (training_mode absent or a constant false, or a constant ratio of 0). */
+static int dropout_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *rt = ir_node_in(g, n, 1), *tr = ir_node_in(g, n, 2);
+    bool identity = !tr || (ir_value_data(tr) && !((const uint8_t *)ir_value_data(tr))[0]);
+    if (!identity && ir_value_data(tr)) {
+        bool have_ratio = !rt || ir_value_data(rt);
+        double ratio = rt ? (have_ratio ? ir_load_f64(ir_value_data(rt), rt->dtype, 0) : 1)
+                          : ir_attr_float(n, "ratio", 0.5f);
+        identity = have_ratio && ratio == 0;
+    }
+    return identity ? ir_dims_first_input(g, n, l) : 0;
+}
+
 /* ---------------------------------------------------------------- the op table entries */
 
-#define UN_DEF(name_, lo_in, hi_in, hi_out, flags_, infer_, flops_, kernel_, ...)                  \
+/* Every op maps element i of X to element i of the output (the other inputs are scalar bounds or,
+ * for CastLike, a dtype): dims_ is ir_dims_first_input but for Dropout. */
+#define UN_DEF(name_, lo_in, hi_in, hi_out, flags_, infer_, flops_, kernel_, dims_, ...)           \
     IR_OP_DEF(name_, lo_in, hi_in, 1, hi_out, .flags = IR_OPF_ELEMENTWISE | (flags_),              \
-              .infer = infer_, .flops = flops_, .kernel = kernel_, __VA_ARGS__);
+              .infer = infer_, .flops = flops_, .kernel = kernel_, .dims = dims_, __VA_ARGS__);
 #define UN_MATH(name_, flags_, ...)                                                                \
-    UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel, __VA_ARGS__)
+    UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel, ir_dims_first_input, __VA_ARGS__)
 
 UN_MATH(Relu, 0, .grad = ir_grad_Relu)
 UN_MATH(LeakyRelu, 0, .grad = ir_grad_LeakyRelu)
@@ -463,10 +481,13 @@ UN_MATH(Sign, 0, .grad = ir_grad_Sign)
 UN_MATH(Not, 0)
 UN_MATH(Softplus, 0, .grad = ir_grad_Softplus)
 UN_MATH(Elu, 0, .grad = ir_grad_Elu)
-UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, .grad = ir_grad_Clip)
+UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, ir_dims_first_input,
+       .grad = ir_grad_Clip)
 UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel,
-       .grad = ir_grad_Identity)
-UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel,
+       ir_dims_first_input, .grad = ir_grad_Identity)
+UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel, dropout_dims,
        .grad = ir_grad_Dropout)
-UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel, .grad = ir_grad_Cast)
-UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel, .grad = ir_grad_CastLike)
+UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel, ir_dims_first_input,
+       .grad = ir_grad_Cast)
+UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel, ir_dims_first_input,
+       .grad = ir_grad_CastLike)

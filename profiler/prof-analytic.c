@@ -5,7 +5,8 @@
  *   seconds = max(F / (P * eff), B / W) + L        eff = F / (F + P * knee_s)
  *
  * F  FLOPs of the op table (ir_node_flops), a multiply-add counting 2;
- * B  bytes of every present input and output plus the kernel's workspace;
+ * B  bytes of every present input and output plus the kernel's workspace, or what the op table
+ *    counts for ops that touch only part of a tensor (ir_node_bytes);
  * P  mm_f32_flops for Conv, ConvTranspose, MatMul, Gemm (mm_f16_flops when their first input is
  *    float16 or bfloat16), other_f32_flops for every other op and dtype;
  * W  mem_bw; L launch_s.
@@ -45,15 +46,7 @@ double prof_roofline_seconds(const prof_target *t, const ir_graph *g, const ir_n
     const ir_op_def *def = ir_op_get(n->op);
     if (n->op == IR_OP_Constant || (def && (def->flags & IR_OPF_SHAPE_ONLY))) return t->launch_s;
 
-    double bytes = (double)ir_node_workspace(g, n);
-    for (int i = 0; i < n->n_in; i++) {
-        const ir_value *v = ir_node_in(g, n, i);
-        if (v) bytes += (double)ir_value_bytes(v);
-    }
-    for (int i = 0; i < n->n_out; i++) {
-        const ir_value *v = ir_node_out(g, n, i);
-        if (v) bytes += (double)ir_value_bytes(v);
-    }
+    double bytes = ir_node_bytes(g, n);
 
     double flops = ir_node_flops(g, n), rate = t->other_f32_flops;
     if (is_mm(n->op)) {

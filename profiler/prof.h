@@ -12,8 +12,9 @@
  * dtypes, device), reused across runs. Lookups of a model are thread-safe after profiling.
  *
  * The roofline (prof-analytic.c), for a node with F FLOPs (ir_node_flops) moving B bytes
- * (inputs + outputs + workspace) on a target with peak rate P (mm_f32 for Conv, ConvTranspose,
- * MatMul and Gemm, mm_f16 for their 16-bit forms, other_f32 otherwise), bandwidth W and launch L:
+ * (ir_node_bytes: inputs + outputs + workspace) on a target with peak rate P (mm_f32 for Conv,
+ * ConvTranspose, MatMul and Gemm, mm_f16 for their 16-bit forms, other_f32 otherwise), bandwidth
+ * W and launch L:
  *     seconds = max(F / (P * eff), B / W) + L,   eff = F / (F + P * knee_s)
  * so an op reaches half the peak rate when it would take knee_s at full rate. Store and Load
  * (magpie-domain swap ops) cost prof_transfer_seconds; Constant, Shape and Size cost L.

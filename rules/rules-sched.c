@@ -6,7 +6,7 @@
  * edit the graph is re-sorted (stable, so untouched nodes keep their relative order), new nodes
  * are shape-inferred, removed nodes take their output values with them (value ids are compacted,
  * node ids never change), and the result is validated before it is returned. */
-#include "rules.h"
+#include "rules-impl.h" /* rules.h, and rw_subst_apply */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +364,7 @@ static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir
 
 ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
                    ir_status *st, ir_diag *d) {
+    if (r->kind == RW_SUBST) return rw_subst_apply(g, r, touched, n_touched, st, d);
     ir_status s = IR_OK;
     touch_set t = {.n = 0};
     if (n_touched) *n_touched = 0;

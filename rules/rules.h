@@ -123,8 +123,10 @@ int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim);
 int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
 /* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
-/* The length of the dimension the component stands for (all its value dims have that length;
- * a component whose dims differ in length is reported as 0 and never split). */
+/* The length of the dimension the component stands for: the greatest common divisor of its
+ * value dims' lengths, which are all equal except where a reshape links a dim to a merged one
+ * whose outer factor it is (B to B*H): n parts of B are then n contiguous blocks of B*H, so a
+ * fission into n parts needs n to divide this length. 0 when a dim is empty. */
 int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp);
 /* The dimension of value v in component comp (0-based), or -1; the reduce axis (1-based) of
  * node i in comp, or 0. */
@@ -144,28 +146,43 @@ typedef struct rw_fission {
     int parts; /* n >= 2 when applied */
 } rw_fission;
 
-/* Checks f on g: every id present; G[S] weakly connected and convex (MAGIS 4.2 constraints
- * (1), (2)); no redundant computation (3): each node of S has, in D, exactly one dimension per
- * output and no reduce axis, or no output dimension and exactly one reduce axis that is a sum;
- * every edge inside S is linked in D; no node of S is random, in place, a swap or a fission op;
- * parts divides D's length. IR_ERR_INVALID with d naming the first violation. */
+/* Checks f on g: every id present (ids sorted ascending, parts >= 1; 1 is the F-Tree's
+ * candidate); G[S] weakly connected and convex (MAGIS 4.2 constraints (1), (2)); no redundant
+ * computation (3): each node of S has, in D, exactly one dimension per output and no reduce axis
+ * (a split node), or no output dimension and exactly one reduce axis that is a sum (a partial
+ * node, e.g. a weight gradient over the batch); every edge inside S is linked in D: the value on
+ * it has a D-dimension and its reader links that dimension, and so does every reader in S of an
+ * input of S that has a D-dimension (it reads a slice); every node of S reads at least one value
+ * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
+ * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
+ * fission op or already tagged; parts divides D's length (all of D's dims have one length).
+ * IR_ERR_INVALID with d naming the node of the first violation and its cause. */
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
                            ir_diag *d);
 
 /* The one-copy graph of g under the fissions fs[0..n) (disjoint S; each passes
- * rw_fission_check): MAGIS's F-Tree keeps one of the n isomorphic parts, and so does magpie.
+ * rw_fission_check, which apply re-runs on the graph the previous fissions left):
+ * MAGIS's F-Tree keeps one of the n isomorphic parts, and so does magpie.
  * For each f (its group number k is its index in fs):
- *  - FissionBuffer nodes (run once, untagged) allocate each output of S at its full shape;
- *  - for each input of S with a dimension in D: FissionSlice(input, buffers...) cuts the part
- *    (axis, parts, index = parts-1); the buffers are ordering-only inputs, so every buffer is
- *    allocated before the first part starts, as the materialized graph does it; inputs of S
- *    without a dimension in D (weights) are shared as they are;
- *  - the nodes of S, keeping their ids, with every value's D-dimension divided by n (constant
- *    shape inputs such as Reshape's and shape attributes patched to match);
+ *  - FissionBuffer nodes (run once, untagged) allocate each output of S at its full shape; the
+ *    outputs of S are its values read outside S or graph outputs;
+ *  - for each input of S with a dimension in D: one FissionSlice(input, buffers..., others...)
+ *    cuts the part (axis, parts, index = parts-1), shared by every reader in S; its inputs after
+ *    the first are ordering-only: every buffer of the group and every other value that S reads
+ *    from outside and a node produces, so in any order everything a part needs from outside
+ *    exists before the group's first step, where the materialized graph runs the other parts;
+ *    inputs of S without a dimension in D (weights) are shared as they are;
+ *  - the nodes of S, keeping their ids and value ids, with every value's D-dimension divided by
+ *    n: shape-carrying inputs and attributes (Reshape's and Expand's shape, Resize's and
+ *    ResizeGrad's sizes, the `shape` attribute of magpie's backward ops) are re-written, every
+ *    node re-inferred, and each output must come out as its old shape with the D-dimension
+ *    divided, else IR_ERR_INVALID (something in S depends on the whole length);
  *  - for each output of S: FissionAssemble(buffer, part) (axis, parts, index) for an output
  *    with a dimension in D, FissionAccumulate(buffer, part) for one summed over a reduce axis:
  *    both write into the buffer in place (IR_OPF_INPLACE) and their output replaces the old
- *    output value for its readers.
+ *    output value for its readers outside S and among the graph outputs. The assembled value
+ *    takes the old value's name (graph outputs keep their names); the part is renamed
+ *    "<name>.part<assemble id>".
  * Every node of the part (slices, S, assembles) carries the int attributes
  * "magpie_fission_group" = k and "magpie_fission_parts" = n: sched_memory_compute and
  * sched_simulate read them to account the n-1 other parts (see schedule.h), so the one-copy
@@ -179,19 +196,35 @@ ir_graph *rw_fission_apply(const ir_graph *g, const rw_fission *fs, int n, uint3
 
 /* Materializes a one-copy graph (rw_fission_apply's) scheduled by order: each group's n-1 other
  * parts are cloned (slice and assemble indices 0..n-2) and placed, one part after another, just
- * before the group's first node in order; the tags are dropped. *out_order (malloc'd) receives
- * the materialized graph's order; executing it measures the peak that sched_memory_compute
- * gives for (one_copy, order). NULL on failure. */
+ * before the group's first node in order; the assembles of one output chain through the buffer
+ * (part 0's reads the buffer, each next one the previous one's output, the kept part's last);
+ * the tags are dropped; clones are named "<name>.fis<k>p<part>". The materialized graph's node
+ * array is that order, so *out_order (malloc'd) is the identity; executing it measures the peak
+ * that sched_memory_compute gives for (one_copy, order). NULL on failure with d set
+ * (IR_ERR_INVALID when order is not a permutation or does not suit the groups). */
 ir_graph *rw_fission_materialize(const ir_graph *one_copy, const int *order, int **out_order,
                                  ir_diag *d);
 
 /* ================================================================ F-Tree (MAGIS 4.3, 5.1)
  * Built by Algorithm 1 on a graph and its memory hot-spots: for every component D of D(G)
- * (that can be split: length >= 2), the sub-graph G' induced by D's nodes, its dominator tree
+ * (that can be split: length >= 2), the sub-graph G' induced by D's nodes (those with an output
+ * dimension or a reduce axis in D, with every edge of g between them), its dominator tree
  * T (from a virtual root before G''s sources), heat (eq. 3) and score (eq. 4, n = 2) per node,
  * L score intervals; each selected v_dom gives the candidate S = T.des(v_dom) \ {v_dom} when
- * (S, D, 1) is a valid fission. Tree nodes are ordered so that a parent's S contains its
- * children's (same component); roots have parent -1. */
+ * S is not empty and (S, D, 1) is a valid fission (rw_fission_check).
+ *  - heat(v): bytes (sched_value_device_bytes) of the hot-spots produced by the nodes v
+ *    dominates, v included; hot-spots that are residents count nowhere;
+ *  - score(v) = heat(v) / 2 - the bytes of the values nodes of S read and S does not produce
+ *    (v's outputs, residents at ir_value_bytes, values of nodes outside G');
+ *  - interval l = 1..L holds normalized scores in [l/L, (l+1)/L) (the last: exactly the
+ *    maximum); below 1/L, or a maximum <= 0, selects nothing; v_dom: no strict T-descendant in
+ *    the same interval.
+ * The same S found in several components is kept once, in the one with the longest dimension
+ * (the first on a tie). A node's parent is the smallest node of its component whose S strictly
+ * contains its S (within a component the S nest or are disjoint); nodes of different
+ * components are separate roots, and their S may overlap. Nodes are ordered by component,
+ * then by |S| descending, so a parent precedes its children; roots have parent -1. The tree
+ * and every S are one allocation; building is reentrant (explorer threads may build at once). */
 typedef struct rw_ftree_node {
     rw_fission f;    /* f.parts is 1 in the tree; the configuration holds the state's n */
     int parent;      /* index or -1 */
@@ -211,16 +244,22 @@ rw_ftree *rw_ftree_build(const ir_graph *g, const sched_memory *m, int L);
 void rw_ftree_free(rw_ftree *t); /* NULL-safe */
 
 /* A fission configuration is an int per tree node: its n (1 = disabled). The mutation rules of
- * MAGIS 5.1, as rw_rewrites of kind RW_FT_* with node_id = tree node index:
- *  - enable: a disabled leaf, or the disabled parent of an enabled node, when no ancestor and
- *    no other descendant is enabled (magpie does not nest fissions: enabling the parent of an
- *    enabled node moves the split up, which is lift; so enable here only takes a node with no
- *    enabled ancestor or descendant), n = the least divisor >= 2 of dim_len;
- *  - lift: an enabled node without enabled ancestors is disabled and its parent enabled with the
- *    same n (when n divides the parent's dim_len, else its least divisor);
+ * MAGIS 5.1, as rw_rewrites of kind RW_FT_* with node_id = tree node index (value, user_id 0).
+ * They keep the enabled nodes' S pairwise disjoint, as rw_fission_apply requires: no enabled
+ * node has an enabled ancestor or descendant, and enabled nodes of different components never
+ * share a graph node. (magpie does not nest fissions: the paper's enabling of the parent of an
+ * enabled node would split a split, so enabling a parent is only done by lift, which moves the
+ * split up.)
+ *  - enable: a disabled leaf whose S meets no enabled node's S (so without enabled ancestors);
+ *    n = the least divisor >= 2 of dim_len;
+ *  - lift: an enabled node with a parent whose S meets no other enabled node's S: the node is
+ *    disabled and its parent enabled with the same n (when n divides the parent's dim_len,
+ *    else its least divisor);
  *  - disable: an enabled node without enabled descendants;
- *  - mutate: an enabled node's n goes to the next divisor of dim_len.
- * Lists up to max of them (deterministic order) and returns the count. */
+ *  - mutate: an enabled node's n goes to the next divisor of dim_len above it (none after
+ *    dim_len itself).
+ * Lists up to max of them, by kind (enable, lift, disable, mutate), then by node index, and
+ * returns the count. */
 int rw_ftree_mutations(const rw_ftree *t, const int *config, rw_rewrite *out, int max);
 /* Applies a mutation: new_config (t->n entries; may alias config) receives the result. False
  * when it does not apply. */

@@ -32,6 +32,9 @@ typedef struct exec {
     unsigned char *bound; /* value -> given by a binding */
     /* value -> a resident that an IR_OPF_INPLACE output takes over (gets a writable buffer) */
     unsigned char *overwritten;
+    /* value -> the root of its in-place chain (itself unless an IR_OPF_INPLACE output): the
+     * value whose buffer it lives in, which owns the buffer's last use and free */
+    int *root;
     ir_tensor *tin, *tout;
     ir_diag *d;
 } exec;
@@ -81,8 +84,9 @@ static ir_status check_order(exec *x, const int *order, int n) {
                                     s, g->values[v].name, g->nodes[p].name, x->pos[p]);
         }
     }
-    /* An in-place update must follow every other reader of the resident it overwrites (they
-     * need the old value). x->last serves as scratch: resident -> step overwriting it. */
+    /* An in-place output must follow every other reader of the value it overwrites (they need
+     * the old value; an ordering-only input reads none). x->last serves as scratch: value ->
+     * step overwriting it. */
     for (int v = 0; v < g->n_values; v++) x->last[v] = -1;
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
@@ -94,7 +98,7 @@ static ir_status check_order(exec *x, const int *order, int n) {
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
         for (int i = 0; i < nd->n_in; i++) {
-            int v = nd->in[i], w = v >= 0 ? x->last[v] : -1;
+            int v = nd->in[i], w = v >= 0 && !ir_input_order_only(nd, i) ? x->last[v] : -1;
             if (w >= 0 && w < s)
                 return ir_node_fail(x->d, IR_ERR_INVALID, nd,
                                     "order is not valid: step %d reads '%s', which node '%s' "
@@ -157,7 +161,10 @@ static ir_status check_bindings(exec *x, const rt_binding *in, int n) {
     return IR_OK;
 }
 
-/* Last uses from the order; graph outputs and values without a producer are kept. */
+/* Last uses from the order (a produced value nobody reads: its own step); graph outputs and
+ * values without a producer are kept. A buffer taken over in place belongs to its chain's root:
+ * the root lives until the last use of any value of the chain and is kept when one of them is;
+ * the other values of the chain never free it themselves. */
 static void compute_lifetimes(exec *x) {
     const ir_graph *g = x->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -171,9 +178,22 @@ static void compute_lifetimes(exec *x) {
             if (nd->in[i] >= 0) x->last[nd->in[i]] = s;
     }
     for (int v = 0; v < g->n_values; v++) {
-        int over = ir_value_inplace_of(g, v);
-        if (over >= 0) x->overwritten[over] = 1;
+        int p = g->values[v].producer;
+        if (p >= 0 && x->last[v] < 0) x->last[v] = x->pos[p];
+        /* chains are short (a fission's parts); the bound guards a malformed cycle */
+        int r = v, over, steps = 0;
+        while ((over = ir_value_inplace_of(g, r)) >= 0 && steps++ < g->n_values) r = over;
+        x->root[v] = r;
     }
+    for (int v = 0; v < g->n_values; v++) {
+        int r = x->root[v];
+        if (r == v) continue;
+        if (g->values[r].producer < 0) x->overwritten[r] = 1;
+        if (x->last[v] > x->last[r]) x->last[r] = x->last[v];
+        if (x->keep[v]) x->keep[r] = 1;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (x->root[v] != v) x->keep[v] = 1;
 }
 
 /* Places every resident: constants from their blobs, graph inputs in allocator buffers (bound
@@ -258,9 +278,8 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         x->tout[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (v < 0) continue;
         int over = ir_value_inplace_of(g, v);
-        if (over >= 0) { /* takes over the resident's buffer: no new bytes, never freed */
+        if (over >= 0) { /* takes over its input's buffer: no new bytes; the root frees it */
             x->buf[v] = x->buf[over];
-            x->keep[v] = 1;
             x->tout[i] = (ir_tensor){
                 .dtype = g->values[v].dtype, .shape = g->values[v].shape, .data = x->buf[v]};
             continue;
@@ -311,20 +330,13 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         }
         return st;
     }
-    /* Inputs at their last use, then outputs nobody reads. A value read twice by this node is
-     * freed once: buf is cleared. */
-    for (int i = 0; i < nd->n_in; i++) {
-        int v = nd->in[i];
-        if (v >= 0 && !x->keep[v] && x->last[v] == s && x->buf[v]) {
-            rt_alloc_put(pool_of(x, v), x->buf[v]);
-            x->buf[v] = NULL;
-        }
-    }
-    for (int i = 0; i < nd->n_out; i++) {
-        int v = nd->out[i];
-        if (v >= 0 && !x->keep[v] && x->last[v] < s && x->buf[v]) {
-            rt_alloc_put(pool_of(x, v), x->buf[v]);
-            x->buf[v] = NULL;
+    /* Buffers at their last use: read here, or written here and never read. A buffer this node
+     * touches twice is freed once: buf is cleared. */
+    for (int i = 0; i < nd->n_in + nd->n_out; i++) {
+        int v = i < nd->n_in ? nd->in[i] : nd->out[i - nd->n_in], r = v >= 0 ? x->root[v] : -1;
+        if (r >= 0 && !x->keep[r] && x->last[r] == s && x->buf[r]) {
+            rt_alloc_put(pool_of(x, r), x->buf[r]);
+            x->buf[r] = NULL;
         }
     }
     return IR_OK;
@@ -380,11 +392,12 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     x.keep = calloc(nv, 1);
     x.overwritten = calloc(nv, 1);
     x.bound = calloc(nv, 1);
+    x.root = malloc(sizeof(int) * nv);
     x.tin = calloc((size_t)max_in, sizeof(ir_tensor));
     x.tout = calloc((size_t)max_out, sizeof(ir_tensor));
     r->step_bytes = calloc(nn, sizeof(size_t));
     if (!x.order || !x.pos || !x.last || !x.buf || !x.owned || !x.keep || !x.overwritten ||
-        !x.bound || !x.tin || !x.tout || !r->step_bytes) {
+        !x.bound || !x.root || !x.tin || !x.tout || !r->step_bytes) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory preparing the run");
         goto out;
     }
@@ -429,6 +442,7 @@ out:
     free(x.keep);
     free(x.overwritten);
     free(x.bound);
+    free(x.root);
     free(x.tin);
     free(x.tout);
     if (st != IR_OK) {

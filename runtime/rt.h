@@ -7,6 +7,9 @@
  *  - at step s the node's outputs and its workspace are allocated; the peak is sampled; then the
  *    workspace is freed, and every input whose last use is step s is freed (never graph
  *    outputs, inputs or constants); an output nobody reads is freed at its own step;
+ *  - an in-place output (IR_OPF_INPLACE, ir_value_inplace_of) allocates nothing: it takes over
+ *    its input's buffer, which is freed after the last use of the last value of that chain (never
+ *    when one of them is a graph output, or when the chain starts at a resident);
  *  - bytes are counted exactly as ir_value_bytes, never rounded;
  *  - outputs of IR_OPF_HOST_OUTPUT ops (Store) live in host memory: they come from a separate
  *    host pool, follow the same allocate/free rules, and count as host bytes (peak_host_bytes),

@@ -13,8 +13,11 @@
  *    output) stays and every freeable input whose readers are now all scheduled is freed.
  * So step bytes = base + live + add[x], which is sched_memory_compute's step_bytes at that
  * position, to the byte (test_sched_dp checks it). Value bytes are sched_value_device_bytes, as
- * there (0 for Store outputs and in-place updates). Edges are data edges plus the write-after-read
- * edges of in-place updates (sched_order_valid), so every window order keeps them. */
+ * there (0 for Store outputs and in-place outputs). An in-place chain's buffer is its root's
+ * (sfg_roots): a node reading any value of the chain also reads the root, so the root is freed
+ * after the chain's last use, as sched_memory_compute has it. Edges are data edges plus the
+ * write-after-read edges of in-place outputs (sched_order_valid), so every window order keeps
+ * them. */
 #ifndef MAGPIE_SCHED_IMPL_H
 #define MAGPIE_SCHED_IMPL_H
 
@@ -38,13 +41,22 @@ typedef struct sdp_ctx {
                          * the other readers of the residents it overwrites */
     int *su_off, *su;   /* per node: the transpose of pr */
     int *vmap;          /* scratch: value -> local id, all -1 between uses */
+    /* per node: what its step samples at least, or NULL when g has no fission groups. A group's
+     * nodes without a producer in the group (its slices) get the group's replay peak (sfg_replay
+     * in node index order): the n-1 other parts run right before the group's first step, so
+     * there the step holds what is live plus that replay. Exact for a group with one slice run
+     * first and replayed in index order; an estimate otherwise (sched_order_memory then trusts
+     * sched_memory_compute's peak rather than the search's own). */
+    size_t *floor;
 } sdp_ctx;
 
 ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d);
 
-/* Write-after-read edges of in-place updates: for each node x, the nodes other than x that read
- * a resident x overwrites (ir_value_inplace_of), which must run before x. CSR over nodes (off has
- * n_nodes + 1 entries; a reader may repeat); both malloc'd. False when out of memory. */
+/* Write-after-read edges of in-place outputs: for each node x, the nodes other than x that read
+ * a value x overwrites (ir_value_inplace_of: a resident or a produced value), which must run
+ * before x; ordering-only reads (ir_input_order_only) need no old value and get no edge. CSR over
+ * nodes (off has n_nodes + 1 entries; a reader may repeat); both malloc'd. False when out of
+ * memory. */
 bool sdp_war_preds(const ir_graph *g, int **off, int **pred);
 void sdp_ctx_free(sdp_ctx *c); /* NULL-safe */
 
@@ -167,5 +179,49 @@ ir_status sdp_order_part(sdp_orderer *w, int lo, int hi, size_t *peak, bool *exa
  * peak: first of about exact_max contracted units spanning kc nodes (none when kc < 2), then of
  * exact_max single nodes. *peak receives the block's peak afterwards. */
 ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_diag *d);
+
+/* ---------------------------------------------------------------- in-place chains, fission groups
+ * (sched-fission.c; schedule.h states the rules)
+ *
+ * An in-place output takes over its input's buffer (ir_value_inplace_of); following that from a
+ * value reaches the root of its chain, the value that owns the buffer. Every counter in sched/
+ * gives the root the buffer's bytes (the other values of the chain have none) and makes a read
+ * of any value of the chain a read of the root, so the buffer lives until the chain's last use.
+ *
+ * Fission groups: nodes tagged "magpie_fission_group" = k with "magpie_fission_parts" = n >= 2.
+ * A tag with n < 2 is no group (nothing is repeated). */
+
+/* root[v] for every value of g: v itself unless v is an in-place output, else the root of v's
+ * chain (a resident for an optimizer update, a produced value otherwise). */
+void sfg_roots(const ir_graph *g, int *root);
+/* n's group tag when it is tagged with >= 2 parts, else -1; *parts receives n (1 if none). */
+int sfg_node_group(const ir_node *n, int *parts);
+/* prof_node_seconds times the node's parts: the simulator's duration of a compute node. */
+double sfg_node_seconds(prof_model *cost, const ir_graph *g, const ir_node *n);
+
+/* The fission groups of g under an order: numbered 0..n-1 by their first step. */
+typedef struct sfg_groups {
+    int n;
+    int *parts;      /* per group */
+    int *off, *node; /* per group: its node indices in order (CSR) */
+    int *of;         /* per node: its group, or -1 */
+    /* per root value produced in a group: some value of its chain is read by a node outside that
+     * group or is a graph output, so a replay keeps it */
+    uint8_t *ext;
+    int *lastg, *at, *until; /* per value: replay scratch, -1 between uses */
+} sfg_groups;
+
+/* Finds the groups of g in order (a valid order; root from sfg_roots). When g has none, f->n is 0
+ * and nothing is allocated. IR_ERR_NOMEM naming the graph size otherwise on failure. */
+ir_status sfg_find(sfg_groups *f, const ir_graph *g, const int *order, const int *root, ir_diag *d);
+void sfg_free(sfg_groups *f); /* NULL-safe */
+/* The peak bytes of group k's nodes run alone in their order: each node's outputs (device bytes;
+ * in-place outputs none) and workspace allocated, the peak sampled, then the workspace and every
+ * buffer produced in the group whose chain is last read there (and not kept: ext) freed; outputs
+ * nobody reads are freed at their step. *peak_at (may be NULL) receives the index in the group's
+ * node list of the first node at the peak; live (may be NULL, one byte per value, zeroed by the
+ * caller) gets a 1 for each buffer of the group live at that moment. */
+size_t sfg_replay(sfg_groups *f, const ir_graph *g, const int *root, int k, int *peak_at,
+                  uint8_t *live);
 
 #endif

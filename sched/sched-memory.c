@@ -12,12 +12,17 @@
  *    evaluated with a difference array in O(values + steps).
  * Values in host memory (outputs of IR_OPF_HOST_OUTPUT ops: Store) keep their lifetime, which
  * the simulator uses for host bytes, but never count as device bytes nor as hot-spots; in-place
- * outputs that take over a resident's buffer count no bytes of their own either (both are
- * sched_value_device_bytes, the one definition sched/ counts with).
+ * outputs count no bytes of their own either (both are sched_value_device_bytes, the one
+ * definition sched/ counts with). The root of an in-place chain over a produced value holds the
+ * chain's buffer: its last_step is the last step of any value of the chain.
+ * Fission groups (schedule.h): at a group's first step t0, step_bytes is what is live before t0
+ * allocates plus the group's replay peak (sfg_replay), when that is more.
  * Hot-spots are every value live at the first step that reaches the peak, residents included
- * (MAGIS's H is "the tensors live at the peak"; weights are part of that memory). When there are
- * no steps, the peak is the resident bytes, peak_step is -1 and the hot-spots are the residents. */
-#include "schedule.h"
+ * (MAGIS's H is "the tensors live at the peak"; weights are part of that memory); at a peak that
+ * a group's replay sets, the values live before t0 plus the group's buffers live at the replay's
+ * peak moment. When there are no steps, the peak is the resident bytes, peak_step is -1 and the
+ * hot-spots are the residents. */
+#include "sched-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +33,31 @@ size_t sched_value_device_bytes(const ir_graph *g, int v) {
     return ir_value_bytes(&g->values[v]);
 }
 
+/* The hot-spots of a peak that a group's replay sets at its first step t0: residents, the values
+ * live at t0 before it allocates, and the group's buffers live at the replay's peak moment. */
+static ir_status replay_hotspots(const ir_graph *g, sfg_groups *f, const int *root, int k, int t0,
+                                 sched_memory *m, ir_diag *d) {
+    uint8_t *live = calloc((size_t)g->n_values + 1, 1);
+    if (!live) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the hot-spots");
+    sfg_replay(f, g, root, k, NULL, live);
+    const sched_lifetime *lt = m->lifetimes;
+    for (int v = 0; v < g->n_values; v++) {
+        bool resident = lt[v].def_step < 0 && lt[v].last_step == m->n_steps;
+        bool before = lt[v].def_step >= 0 && lt[v].def_step < t0 && lt[v].last_step >= t0 &&
+                      sched_value_device_bytes(g, v) > 0;
+        if (resident || before || live[v]) m->hotspots[m->n_hotspots++] = v;
+    }
+    free(live);
+    return IR_OK;
+}
+
 ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory *m, ir_diag *d) {
     memset(m, 0, sizeof *m);
     int n = g->n_nodes;
     ir_status st = IR_OK;
-    int *own = NULL, *pos = NULL;
+    int *own = NULL, *pos = NULL, *root = NULL, *t0_group = NULL;
     long long *delta = NULL;
+    sfg_groups fg = {0};
     if (!order) order = own = sched_eager_order(g);
     if (!order) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the eager order");
     if (!sched_order_valid(g, order, n)) {
@@ -47,12 +71,15 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     m->lifetimes = malloc(sizeof(sched_lifetime) * nv);
     m->hotspots = malloc(sizeof(int) * nv);
     pos = malloc(sizeof(int) * ns);
+    root = malloc(sizeof(int) * nv);
+    t0_group = malloc(sizeof(int) * ns);
     delta = calloc(ns + 1, sizeof(long long));
-    if (!m->step_bytes || !m->lifetimes || !m->hotspots || !pos || !delta) {
+    if (!m->step_bytes || !m->lifetimes || !m->hotspots || !pos || !root || !t0_group || !delta) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory computing lifetimes");
         goto out;
     }
     for (int s = 0; s < n; s++) pos[order[s]] = s;
+    sfg_roots(g, root);
 
     sched_lifetime *lt = m->lifetimes;
     for (int v = 0; v < g->n_values; v++) {
@@ -81,19 +108,54 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
             lt[v].last_step = n;
         else if (!read)
             lt[v].last_step = lt[v].def_step;
+    }
+    /* An in-place chain's buffer is its root's: it lives until the last use of any value of the
+     * chain (graph outputs included). */
+    for (int v = 0; v < g->n_values; v++) {
+        int r = root[v];
+        if (r != v && g->values[r].producer >= 0 && lt[v].last_step > lt[r].last_step)
+            lt[r].last_step = lt[v].last_step;
+    }
+    for (int v = 0; v < g->n_values; v++) {
         /* Store outputs keep their lifetime (the simulator counts them as host bytes). */
-        long long b = (long long)sched_value_device_bytes(g, v);
+        long long b = g->values[v].producer >= 0 ? (long long)sched_value_device_bytes(g, v) : 0;
         if (!b) continue;
         delta[lt[v].def_step] += b;
         delta[lt[v].last_step + 1 <= n ? lt[v].last_step + 1 : n] -= b;
     }
     long long live = 0;
-    m->peak_bytes = m->resident_bytes;
-    m->peak_step = -1;
     for (int s = 0; s < n; s++) {
         live += delta[s];
         m->step_bytes[s] =
             m->resident_bytes + (size_t)live + ir_node_workspace(g, &g->nodes[order[s]]);
+        t0_group[s] = -1;
+    }
+    /* Fission groups: the n-1 other parts run alone right before the group's first step t0, on
+     * top of what is live there before t0 allocates (L0 = step bytes minus t0's own outputs and
+     * workspace). */
+    if ((st = sfg_find(&fg, g, order, root, d)) != IR_OK) goto out;
+    for (int k = 0; k < fg.n; k++) {
+        /* t0 is the group's first slice (schedule.h): tagged nodes before it are generators */
+        int x = fg.node[fg.off[k]];
+        for (int j = fg.off[k]; j < fg.off[k + 1]; j++)
+            if (g->nodes[fg.node[j]].op == IR_OP_FissionSlice) {
+                x = fg.node[j];
+                break;
+            }
+        int t0 = pos[x];
+        const ir_node *nd = &g->nodes[x];
+        size_t own_bytes = ir_node_workspace(g, nd);
+        for (int i = 0; i < nd->n_out; i++)
+            if (nd->out[i] >= 0) own_bytes += sched_value_device_bytes(g, nd->out[i]);
+        size_t with = m->step_bytes[t0] - own_bytes + sfg_replay(&fg, g, root, k, NULL, NULL);
+        if (with >= m->step_bytes[t0]) {
+            m->step_bytes[t0] = with;
+            t0_group[t0] = k;
+        }
+    }
+    m->peak_bytes = m->resident_bytes;
+    m->peak_step = -1;
+    for (int s = 0; s < n; s++) {
         if (m->step_bytes[s] > m->peak_bytes ||
             (m->peak_step < 0 && n > 0 && m->step_bytes[s] >= m->peak_bytes)) {
             m->peak_bytes = m->step_bytes[s];
@@ -101,6 +163,10 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
         }
     }
     int p = m->peak_step;
+    if (p >= 0 && t0_group[p] >= 0) {
+        st = replay_hotspots(g, &fg, root, t0_group[p], p, m, d);
+        goto out;
+    }
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == n;
         bool at_peak = p >= 0 && lt[v].def_step >= 0 && lt[v].def_step <= p &&
@@ -110,7 +176,10 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
 out:
     free(own);
     free(pos);
+    free(root);
+    free(t0_group);
     free(delta);
+    sfg_free(&fg);
     if (st != IR_OK) sched_memory_free(m);
     return st;
 }

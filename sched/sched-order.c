@@ -1,7 +1,8 @@
 /* sched-order.c - orders of a graph: the eager order and the validity check every scheduler's
  * result goes through. An order is a permutation of the node indices in which every node comes
- * after the producers of its inputs and every in-place update after the other readers of the
- * resident it overwrites (they need the value from before the update). */
+ * after the producers of its inputs and every in-place output after the other readers of the
+ * value it overwrites, a resident or a produced value (they need the value from before the
+ * write; ordering-only reads, ir_input_order_only, need none). */
 #include "sched-impl.h"
 
 #include <stdlib.h>
@@ -28,12 +29,13 @@ bool sdp_war_preds(const ir_graph *g, int **off_out, int **pred_out) {
             if (r >= 0) ow[r] = x;
         }
     }
-    /* off[x + 2] counts x's edges, so that after the prefix sum off[x + 1] is x's write cursor. */
+    /* off[x + 2] counts x's edges, so that after the prefix sum off[x + 1] is x's write cursor.
+     * An ordering-only read needs no old value: no edge. */
     for (int y = 0; y < n; y++) {
         const ir_node *nd = &g->nodes[y];
         for (int i = 0; i < nd->n_in; i++) {
             int r = nd->in[i], x = r >= 0 && r < nv ? ow[r] : -1;
-            if (x >= 0 && x != y) off[x + 2]++;
+            if (x >= 0 && x != y && !ir_input_order_only(nd, i)) off[x + 2]++;
         }
     }
     for (int x = 0; x < n; x++) off[x + 2] += off[x + 1];
@@ -42,7 +44,7 @@ bool sdp_war_preds(const ir_graph *g, int **off_out, int **pred_out) {
         const ir_node *nd = &g->nodes[y];
         for (int i = 0; i < nd->n_in; i++) {
             int r = nd->in[i], x = r >= 0 && r < nv ? ow[r] : -1;
-            if (x >= 0 && x != y) pred[off[x + 1]++] = y;
+            if (x >= 0 && x != y && !ir_input_order_only(nd, i)) pred[off[x + 1]++] = y;
         }
     }
     free(ow);

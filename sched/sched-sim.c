@@ -3,7 +3,8 @@
  *
  * Timing model: two streams.
  *  - The compute stream runs every op but Store and Load one after another, each for
- *    prof_node_seconds.
+ *    prof_node_seconds; a node of a fission group (schedule.h) stands for its n parts, which run
+ *    one after another: its duration counts n times.
  *  - The copy stream runs Store and Load one after another, each for prof_transfer_seconds of the
  *    tensor it moves, overlapping compute.
  *  - Every op starts once its stream is free and its inputs are ready; a value is ready when its
@@ -17,7 +18,7 @@
  * Latency is the latest end. Memory is not a function of time: device bytes per step are
  * sched_memory_compute's (the executor's accounting, to the byte); host bytes per step are the
  * live host values (Store outputs, live from their Store step through their last Load). */
-#include "schedule.h"
+#include "sched-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
             copy_free = end;
         } else {
             start = t > compute_free ? t : compute_free;
-            end = start + prof_node_seconds(cost, g, nd);
+            end = start + sfg_node_seconds(cost, g, nd);
             compute_free = last_compute_end = end;
         }
         for (int i = 0; i < nd->n_out; i++)

@@ -7,14 +7,14 @@
  *  - a Store goes right after the producer of its input (slot 0 for a resident input; a Store of
  *    a value a swap op produced shares that op's slot, after it);
  *  - a Load goes before its first user, moved earlier one compute op at a time until the compute
- *    time of the ops it has passed (prof_node_seconds) covers its transfer time
- *    (prof_transfer_seconds): in the simulator (sched-sim.c) a swap op starts after the compute
- *    op before it ends, so exactly those ops overlap the transfer. It never moves before the slot
- *    of the op that produces its input (its Store).
+ *    time of the ops it has passed (sfg_node_seconds, as the simulator counts it) covers its
+ *    transfer time (prof_transfer_seconds): in the simulator (sched-sim.c) a swap op starts
+ *    after the compute op before it ends, so exactly those ops overlap the transfer. It never
+ *    moves before the slot of the op that produces its input (its Store).
  * Swap ops sharing a slot keep their relative order of the input order, which is topological, so
  * chains such as Store -> Load -> Store stay in order. The result is checked with
  * sched_order_valid. */
-#include "schedule.h"
+#include "sched-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +78,7 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
             double need = prof_transfer_seconds(cost, ir_value_bytes(ir_node_out(g, nd, 0))),
                    acc = 0.0;
             at = first_use[k] > lo ? first_use[k] : lo;
-            while (at > lo && acc < need) acc += prof_node_seconds(cost, g, &g->nodes[base[--at]]);
+            while (at > lo && acc < need) acc += sfg_node_seconds(cost, g, &g->nodes[base[--at]]);
         }
         /* Every user comes after the producer of k's input in a topological order, so lo never
          * exceeds the earliest user's slot and k lands before its users. */

@@ -20,6 +20,36 @@ double sdp_now(void) {
 
 /* ---------------------------------------------------------------- the context */
 
+/* c->floor (sched-impl.h): each fission group's replay peak, in node index order, at the group's
+ * nodes that read nothing the group produces. Left NULL without groups. */
+static ir_status group_floors(sdp_ctx *c, const int *root, ir_diag *d) {
+    const ir_graph *g = c->g;
+    sfg_groups f;
+    ir_status st = IR_OK;
+    int *ident = malloc(sizeof(int) * ((size_t)c->n + 1));
+    if (!ident) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the fission groups");
+    for (int i = 0; i < c->n; i++) ident[i] = i;
+    if ((st = sfg_find(&f, g, ident, root, d)) != IR_OK || f.n == 0) goto out;
+    if (!(c->floor = calloc((size_t)c->n + 1, sizeof(size_t)))) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the fission groups");
+        goto out;
+    }
+    for (int k = 0; k < f.n; k++) {
+        size_t replay = sfg_replay(&f, g, root, k, NULL, NULL);
+        for (int j = f.off[k]; j < f.off[k + 1]; j++) {
+            int x = f.node[j];
+            bool source = true;
+            for (int q = c->in_off[x]; q < c->in_off[x + 1] && source; q++)
+                source = f.of[g->values[c->in[q]].producer] != k;
+            if (source) c->floor[x] = replay;
+        }
+    }
+out:
+    sfg_free(&f);
+    free(ident);
+    return st;
+}
+
 /* Turns per-row counts (cnt[i] for row i) into CSR offsets; cnt is left as the write cursors. */
 static int *csr_offsets(int rows, int *cnt) {
     int *off = malloc(sizeof(int) * (size_t)(rows + 1));
@@ -47,15 +77,17 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     c->in_off = calloc(sn, sizeof(int));
     c->out_off = calloc(sn, sizeof(int));
     uint8_t *read = calloc(sv, 1);
-    int *woff = NULL, *war = NULL;
+    int *woff = NULL, *war = NULL, *root = malloc(sizeof(int) * sv);
     ir_status st = IR_OK;
     if (!cnt || !stamp || !c->vbytes || !c->is_out || !c->ws || !c->vmap || !c->in_off ||
-        !c->out_off || !read)
+        !c->out_off || !read || !root)
         goto out_nomem;
     for (int v = 0; v < nv; v++) c->vmap[v] = -1;
     for (size_t i = 0; i < sv + 2 * sn; i++) stamp[i] = -1;
+    sfg_roots(g, root);
 
-    /* Per node: the distinct produced values it reads and the values it writes. */
+    /* Per node: the distinct produced values it reads, with the roots of the in-place chains they
+     * belong to (whose buffers they read), and the values it writes. */
     size_t n_in = 0, n_out = 0;
     for (int x = 0; x < n; x++) {
         const ir_node *nd = &g->nodes[x];
@@ -64,6 +96,8 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
             if (v < 0 || v >= nv) continue;
             read[v] = 1;
             if (g->values[v].producer >= 0 && stamp[v] != x) stamp[v] = x, n_in++;
+            int r = root[v];
+            if (g->values[r].producer >= 0 && stamp[r] != x) stamp[r] = x, n_in++;
         }
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0 && nd->out[i] < nv) n_out++;
@@ -78,18 +112,21 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
         c->in_off[x] = (int)n_in;
         c->out_off[x] = (int)n_out;
         for (int i = 0; i < nd->n_in; i++) {
-            int v = nd->in[i];
-            if (v < 0 || v >= nv || g->values[v].producer < 0 || stamp[v] == x) continue;
-            int p = g->values[v].producer;
-            if (p >= x) {
-                st = ir_node_fail(d, IR_ERR_INVALID, nd,
-                                  "reads '%s' produced by a later node: the graph's node order is "
-                                  "not topological",
-                                  g->values[v].name);
-                goto out;
+            if (nd->in[i] < 0 || nd->in[i] >= nv) continue;
+            /* the value, then its chain's root (a producer of the root precedes the value's) */
+            for (int w = 0, v = nd->in[i]; w < 2; w++, v = root[nd->in[i]]) {
+                if (g->values[v].producer < 0 || stamp[v] == x) continue;
+                int p = g->values[v].producer;
+                if (p >= x) {
+                    st = ir_node_fail(d, IR_ERR_INVALID, nd,
+                                      "reads '%s' produced by a later node: the graph's node "
+                                      "order is not topological",
+                                      g->values[v].name);
+                    goto out;
+                }
+                stamp[v] = x;
+                c->in[n_in++] = v;
             }
-            stamp[v] = x;
-            c->in[n_in++] = v;
         }
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0 && nd->out[i] < nv) c->out[n_out++] = nd->out[i];
@@ -98,9 +135,11 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     c->in_off[n] = (int)n_in;
     c->out_off[n] = (int)n_out;
 
+    for (int v = 0; v < nv; v++) c->is_out[v] = (g->values[v].flags & IR_VF_OUTPUT) != 0;
+    for (int v = 0; v < nv; v++) /* a produced chain holding a graph output keeps its buffer */
+        if (c->is_out[v] && g->values[root[v]].producer >= 0) c->is_out[root[v]] = 1;
     for (int v = 0; v < nv; v++) {
         const ir_value *val = &g->values[v];
-        c->is_out[v] = (val->flags & IR_VF_OUTPUT) != 0;
         if (val->producer >= 0) {
             c->vbytes[v] = sched_value_device_bytes(g, v);
         } else if ((val->flags & IR_VF_INPUT) || (val->blob && (read[v] || c->is_out[v]))) {
@@ -132,7 +171,7 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
             int p = war[k];
             if (p > x) {
                 st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[x],
-                                  "overwrites a resident in place before node %d reads it: the "
+                                  "overwrites a value in place before node %d reads it: the "
                                   "graph's node order is not a valid order",
                                   p);
                 goto out;
@@ -160,6 +199,7 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     if (!(c->su_off = csr_offsets(n, scnt))) goto out_nomem;
     for (int x = 0; x < n; x++)
         for (int k = c->pr_off[x]; k < c->pr_off[x + 1]; k++) c->su[scnt[c->pr[k]]++] = x;
+    st = group_floors(c, root, d);
     goto out;
 out_nomem:
     st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory indexing a graph of %d nodes", n);
@@ -169,6 +209,7 @@ out:
     free(read);
     free(woff);
     free(war);
+    free(root);
     if (st != IR_OK) sdp_ctx_free(c);
     return st;
 }
@@ -189,6 +230,7 @@ void sdp_ctx_free(sdp_ctx *c) {
     free(c->su_off);
     free(c->su);
     free(c->vmap);
+    free(c->floor);
     memset(c, 0, sizeof *c);
 }
 
@@ -271,6 +313,7 @@ ir_status sdp_prob_build(sdp_ctx *c, const int *order, const int *pos, const int
             p->add[i] += c->vbytes[v];
             if (c->is_out[v] || lastpos[v] >= 0) p->keep[i] += c->vbytes[v];
         }
+        if (c->floor && c->floor[x] > p->add[i]) p->add[i] = c->floor[x];
         p->po[i] = npr;
         for (int k = c->pr_off[x]; k < c->pr_off[x + 1]; k++)
             if (pos[c->pr[k]] >= lo) p->pr[npr++] = pos[c->pr[k]] - lo;

@@ -13,8 +13,9 @@
  * file order whenever that is topological. Returns a malloc'd array of g->n_nodes entries. */
 int *sched_eager_order(const ir_graph *g);
 /* True when order is a topological permutation of g's nodes that also runs every in-place
- * update (IR_OPF_INPLACE) after every other reader of the resident it overwrites (a
- * write-after-read edge: the readers need the old value). */
+ * output (IR_OPF_INPLACE) after every other reader of the value it overwrites, a resident or a
+ * produced value (a write-after-read edge: the readers need the old value; an ordering-only
+ * input, ir_input_order_only, reads no value and gets no edge). */
 bool sched_order_valid(const ir_graph *g, const int *order, int n);
 
 /* Residents are graph inputs and constants read by a node or a graph output. A produced value
@@ -22,13 +23,15 @@ bool sched_order_valid(const ir_graph *g, const int *order, int n);
  * never on the device (unread constants, leftovers of rewrites) have def = last = -1. */
 typedef struct sched_lifetime {
     int def_step;  /* step that produces it; -1 for residents (constants, graph inputs) */
-    int last_step; /* last step that reads it; n_steps for graph outputs and residents */
+    int last_step; /* last step that reads it; n_steps for graph outputs and residents; for
+                    * the root of an in-place chain, the chain's last step (its buffer's end) */
 } sched_lifetime;
 
 /* The device bytes value v occupies as a produced value, the one definition every counter in
  * sched/ uses (and runtime/rt-exec.c's allocation rules restated): 0 for a value in host memory
- * (a Store output, IR_OPF_HOST_OUTPUT) and for an in-place output that takes over a resident's
- * buffer (ir_value_inplace_of(g, v) >= 0: an optimizer update); ir_value_bytes otherwise.
+ * (a Store output, IR_OPF_HOST_OUTPUT) and for an in-place output that takes over its input's
+ * buffer (ir_value_inplace_of(g, v) >= 0: an optimizer update, a FissionAssemble);
+ * ir_value_bytes otherwise.
  * Residents (graph inputs, constants) are counted apart, as resident bytes. */
 size_t sched_value_device_bytes(const ir_graph *g, int v);
 
@@ -53,7 +56,8 @@ typedef struct sched_memory {
  * Fission groups (rules.h, rw_fission_apply): nodes tagged "magpie_fission_group" = k,
  * "magpie_fission_parts" = n are one part of n. The accounting adds the n-1 other parts as the
  * materialized graph runs them (rw_fission_materialize): one after another, right before the
- * group's first step t0, on top of what is live at t0 before t0 allocates. So step_bytes[t0] is
+ * group's first FissionSlice step t0 (tagged nodes before it are generators, which read only
+ * shared values), on top of what is live at t0 before t0 allocates. So step_bytes[t0] is
  * at least that live set plus the peak of the group's nodes run alone in order (values
  * produced and last read inside the group freed at their last use, workspaces included), and
  * the simulator's latency counts each tagged node n times.

@@ -3,8 +3,14 @@
  * schedule.json and report.json, never reports a peak above the baseline, `verify` finds the
  * plan equivalent to the original, and `magpie run` of the plan measures exactly the reported
  * peak; an impossible --mem-limit exits 3 with the plan still written; one thread with a state
- * budget is deterministic; bad limits are usage errors that write nothing; verify of two
- * different models exits 3. The binary (MAGPIE_BIN, set by ctest) runs through popen. */
+ * budget is deterministic (the best state's fingerprint included); bad limits are usage errors
+ * that write nothing; verify of two different models exits 3. On cnn_bn_train's training graph:
+ * each of --rules fission, remat and swap alone applies its rewrite (report.json says so) and
+ * the plan passes `verify` and measures the reported peak under `run`; report.json's fields are
+ * present and agree with each other and with schedule.json; memory.svg holds both timelines;
+ * --max-frontier bounds the frontier; the progress goes to stderr as plain lines when stderr is
+ * not a terminal, and --quiet silences it. The binary (MAGPIE_BIN, set by ctest) runs through
+ * popen. */
 #include "test-util.h"
 
 #include <sys/stat.h>
@@ -122,8 +128,33 @@ static void test_impossible_limit_exits_3(void **state) {
     free(p);
 }
 
+/* The string after the first "key": in json, into buf; fails when absent. */
+static const char *json_str(const char *json, const char *key, char *buf, size_t n) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(json, pat);
+    if (!p) fail_msg("key '%s' missing in %s", key, json);
+    p += strlen(pat);
+    size_t len = strcspn(p, "\"");
+    if (len >= n) len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    return buf;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("%s missing", path);
+    char *buf = calloc(1, 1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    fclose(f);
+    assert_true(n > 0);
+    return buf;
+}
+
 static void test_deterministic_one_thread(void **state) {
     (void)state;
+    char fp[2][32];
     static const char *const keys[] = {"best_peak_bytes",
                                        "best_latency_seconds",
                                        "states_explored",
@@ -147,10 +178,225 @@ static void test_deterministic_one_thread(void **state) {
         assert_non_null(strstr(p->out, "\"stop_reason\":\"states-full\""));
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             v[k][i] = tu_json_num(p->out, keys[i]);
+        json_str(p->out, "best_fingerprint", fp[k], sizeof fp[k]);
         remove_dir(dir);
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (v[0][i] != v[1][i]) fail_msg("%s: %.17g then %.17g", keys[i], v[0][i], v[1][i]);
+    assert_string_equal(fp[0], fp[1]);
+    assert_int_equal(strlen(fp[0]), 16);
+    free(p);
+}
+
+/* One rule family alone on cnn_bn_train's training graph: its rewrite is applied (key, a
+ * counter of report.json's "rules"), and the plan is equivalent and measures the reported peak.
+ * Fission gets a looser latency limit: on a graph this small its slices and assembles cost ~10%
+ * in kernel launches. */
+static void check_family(const char *family, const char *key, const char *lat_limit) {
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit %s --rules %s "
+             "--threads 1 --seed 1 --max-states 60 --time 60 -o %s --json --quiet",
+             lat_limit, family, dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("%s: optimize exit %d: %s", family, p->rc, p->err);
+    char *rules = strstr(p->out, "\"rules\":{");
+    assert_non_null(rules);
+    if (tu_json_num(rules, key) < 1) fail_msg("%s: no %s applied: %s", family, key, p->out);
+    double best = tu_json_num(p->out, "best_peak_bytes");
+    assert_true(best < tu_json_num(p->out, "baseline_peak_bytes"));
+    char want[64];
+    snprintf(want, sizeof want, "\"rule_families\":[\"%s\"]", family);
+    assert_non_null(strstr(p->out, want));
+    if (!strcmp(family, "fission")) {
+        assert_true(tu_json_num(p->out, "fission_nodes") > 0);
+        assert_non_null(strstr(p->out, "\"fissions\":[{"));
+        assert_true(tu_json_num(p->out, "parts") >= 2);
+    }
+    if (!strcmp(family, "swap")) assert_true(tu_json_num(p->out, "store_nodes") > 0);
+
+    snprintf(args, sizeof args,
+             "verify " FIX "cnn_bn_train/model.onnx --train %s/optimized.onnx --json", dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", family, p->rc, p->out, p->err);
+    assert_non_null(strstr(p->out, "\"match\":true"));
+    snprintf(args, sizeof args,
+             "run %s/optimized.onnx -i " FIX "cnn_bn_train/input_0.npy -o %s/run --json", dir, dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("%s: run exit %d: %s", family, p->rc, p->err);
+    double measured = tu_json_num(p->out, "peak_bytes");
+    if (measured != best)
+        fail_msg("%s: run measures %.0f, optimize reported %.0f", family, measured, best);
+    remove_dir(dir);
+    free(p);
+}
+
+static void test_fission_alone(void **state) {
+    (void)state;
+    check_family("fission", "ft-enable", "1.5");
+}
+
+static void test_remat_alone(void **state) {
+    (void)state;
+    check_family("remat", "remat", "1.10");
+}
+
+static void test_swap_alone(void **state) {
+    (void)state;
+    check_family("swap", "swap", "1.10");
+}
+
+/* report.json: the fields the issue names, consistent with each other, with --json's object
+ * and with schedule.json; memory.svg with both series; --max-frontier respected. */
+static void test_report_schedule_plot(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024], path[256];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 2 "
+             "--max-states 200 --max-frontier 5 --time 60 -o %s --json --quiet",
+             dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("optimize exit %d: %s", p->rc, p->err);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    char *rep = read_file(path);
+    /* --json printed the same object */
+    assert_true(strncmp(rep, p->out, strlen(p->out)) == 0);
+    static const char *const keys[] = {"baseline_peak_bytes",
+                                       "baseline_latency_seconds",
+                                       "best_peak_bytes",
+                                       "best_latency_seconds",
+                                       "states_explored",
+                                       "states_per_second",
+                                       "states_expanded",
+                                       "peak_ratio",
+                                       "latency_ratio",
+                                       "nodes",
+                                       "threads"};
+    double v[sizeof keys / sizeof keys[0]];
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        v[i] = tu_json_num(rep, keys[i]);
+        if (!(v[i] > 0)) fail_msg("%s = %g", keys[i], v[i]);
+    }
+    assert_true(fabs(v[7] - v[2] / v[0]) <= 1e-9 * v[7]);
+    assert_true(fabs(v[8] - v[3] / v[1]) <= 1e-9 * v[8]);
+    assert_true(v[4] >= v[6]); /* explored (generated + start) >= expanded */
+    assert_int_equal((int)v[10], 2);
+    /* states per second over the search's wall time */
+    char *wall = strstr(rep, "\"wall_seconds\":{");
+    assert_non_null(wall);
+    double search_s = tu_json_num(wall, "search");
+    assert_true(fabs(v[5] - v[4] / search_s) <= 1e-6 * v[5]);
+    /* the workers' phases: each present, none negative, together at most 2 threads' time */
+    char *ph = strstr(rep, "\"phase_seconds\":{");
+    assert_non_null(ph);
+    static const char *const phases[] = {"rewrite",  "hash",       "schedule",
+                                         "simulate", "candidates", "replay"};
+    double sum = 0;
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        double t = tu_json_num(ph, phases[i]);
+        assert_true(t >= 0);
+        sum += t;
+    }
+    assert_true(tu_json_num(ph, "schedule") > 0);
+    assert_true(sum <= 2 * search_s + 0.05);
+    /* the rules applied: one counter per rewrite kind, subst rules by name */
+    char *rules = strstr(rep, "\"rules\":{");
+    assert_non_null(rules);
+    static const char *const kinds[] = {"remat",     "deremat", "swap",       "deswap",   "subst",
+                                        "ft-enable", "ft-lift", "ft-disable", "ft-mutate"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        assert_true(tu_json_num(rules, kinds[i]) >= 0);
+    assert_non_null(strstr(rep, "\"subst_rules\":{"));
+    assert_non_null(
+        strstr(rep, "\"rule_families\":[\"fission\",\"remat\",\"swap\",\"reorder\",\"subst\"]"));
+    /* the frontier bound */
+    char *fr = strstr(rep, "\"frontier\":{");
+    assert_non_null(fr);
+    assert_true(tu_json_num(fr, "max") == 5);
+    assert_true(tu_json_num(fr, "peak") <= 5 + 2); /* per worker ceil(5/2) plus a new best each */
+    assert_true(tu_json_num(fr, "evicted") + tu_json_num(fr, "dropped") > 0);
+    free(rep);
+
+    /* schedule.json: one step per node of the plan, the reported peak, steps numbered */
+    snprintf(path, sizeof path, "%s/schedule.json", dir);
+    char *sch = read_file(path);
+    assert_true(tu_json_num(sch, "version") == 1);
+    assert_true(tu_json_num(sch, "peak_bytes") == v[2]);
+    int steps = 0;
+    size_t max_dev = 0;
+    for (char *q = sch; (q = strstr(q, "{\"step\":")); q++) {
+        assert_int_equal((int)strtol(q + 8, NULL, 10), steps);
+        size_t dev = (size_t)tu_json_num(q, "device_bytes");
+        if (dev > max_dev) max_dev = dev;
+        steps++;
+    }
+    assert_int_equal(steps, (int)v[9]);
+    assert_true((double)max_dev <= v[2]);
+    free(sch);
+
+    /* memory.svg: an SVG with the plan and the eager order */
+    snprintf(path, sizeof path, "%s/memory.svg", dir);
+    char *svg = read_file(path);
+    assert_non_null(strstr(svg, "<svg"));
+    assert_non_null(strstr(svg, "</svg>"));
+    assert_non_null(strstr(svg, "optimized plan (peak"));
+    assert_non_null(strstr(svg, "eager order (peak"));
+    assert_non_null(strstr(svg, "stroke-dasharray=\"6,3\" d=\"M"));
+    free(svg);
+    remove_dir(dir);
+    free(p);
+}
+
+/* Without a terminal the progress is plain lines on stderr (at least the final one), nothing on
+ * stdout but the JSON; --quiet prints nothing. */
+static void test_progress_lines(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 1 "
+             "--max-states 30 --time 60 -o %s --json",
+             dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("optimize exit %d: %s", p->rc, p->err);
+    assert_true(p->out[0] == '{');
+    assert_null(strchr(p->err, '\r'));
+    int lines = 0;
+    unsigned long long last_states = 0;
+    for (char *line = p->err; *line;) {
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = 0;
+        double secs, rate, peak, lat;
+        unsigned long long states, frontier;
+        if (sscanf(line,
+                   "magpie: optimize %lfs %llu states (%lf/s) frontier %llu best peak %lfx "
+                   "latency %lfx",
+                   &secs, &states, &rate, &frontier, &peak, &lat) != 6)
+            fail_msg("progress line '%s'", line);
+        assert_true(secs >= 0 && states >= 1 && peak > 0 && peak <= 1.0 && lat > 0);
+        last_states = states;
+        lines++;
+        line = end + 1;
+    }
+    assert_true(lines >= 1);
+    /* the final line carries the whole search */
+    if (last_states != (unsigned long long)tu_json_num(p->out, "states_explored"))
+        fail_msg("last progress line: %llu states, report: %s", last_states, p->out);
+
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 1 "
+             "--max-states 30 --time 60 -o %s --json --quiet",
+             dir);
+    tu_magpie(p, args);
+    assert_int_equal(p->rc, 0);
+    assert_string_equal(p->err, "");
+    remove_dir(dir);
     free(p);
 }
 
@@ -167,7 +413,10 @@ static void test_bad_limits_exit_2(void **state) {
         "--lat-limit 1.5h",
         "--mem-limit inf",
         "--mem-limit 1e999",
-        "--mem-limit 0.5 --rules remat,fission",
+        "--mem-limit 0.5 --rules remat,bogus",
+        "--mem-limit 0.5 --rules remat,",
+        "--mem-limit 0.5 --max-frontier 0",
+        "--mem-limit 0.5 --max-frontier 12x",
         "--mem-limit 0.5 --threads 0",
         "--mem-limit 0.5 --time 1MiB",
         "--mem-limit 0.5 --max-states 0",
@@ -206,6 +455,11 @@ int main(void) {
         cmocka_unit_test(test_cnn_bn_train),
         cmocka_unit_test(test_impossible_limit_exits_3),
         cmocka_unit_test(test_deterministic_one_thread),
+        cmocka_unit_test(test_fission_alone),
+        cmocka_unit_test(test_remat_alone),
+        cmocka_unit_test(test_swap_alone),
+        cmocka_unit_test(test_report_schedule_plot),
+        cmocka_unit_test(test_progress_lines),
         cmocka_unit_test(test_bad_limits_exit_2),
         cmocka_unit_test(test_verify_mismatch_exits_3),
     };

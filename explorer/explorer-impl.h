@@ -1,0 +1,114 @@
+/* explorer-impl.h - private declarations of explorer/ shared by the memory optimizer's search
+ * (xp-search.c: expansion, the driver, the result) and its states (xp-state.c: states as parent
+ * plus rewrite, their materializations, the LRU cache and replay).
+ *
+ * Invariants:
+ *  - a state's fields other than mat and the lru links are written once, before the state is
+ *    handed to the pool (xp_emit), and never again: any thread may read them;
+ *  - mat, in_lru and the lru links of every state are read and written under xs_ctx.mu only;
+ *  - graphs (xs_graph) and materializations (xs_mat) are immutable once built and shared by
+ *    reference counts; a worker holds a reference to every materialization it reads;
+ *  - the root's materialization is pinned (never evicted), so replay always has a start. */
+#ifndef MAGPIE_EXPLORER_IMPL_H
+#define MAGPIE_EXPLORER_IMPL_H
+
+#include "explorer.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+/* An immutable graph shared by several materializations (an F-Tree mutation keeps G_b). */
+typedef struct xs_graph {
+    atomic_int refs;
+    ir_graph *g;
+} xs_graph;
+
+/* A materialized state. ge == gb (one more reference) when no fission is enabled. */
+typedef struct xs_mat {
+    atomic_int refs;
+    xs_graph *gb;  /* the base graph, without fission */
+    xs_graph *ge;  /* the evaluated (one-copy) graph */
+    int *config;   /* one n per F-Tree node (1: disabled); NULL when the tree is empty */
+    int *order;    /* ge->g->n_nodes node indices of ge->g */
+    uint32_t *fis; /* sorted: ids of the enabled groups' S and of ge's fission nodes */
+    int n_fis;
+    size_t bytes; /* what the cache charges for it (an estimate) */
+} xs_mat;
+
+typedef struct xs_state {
+    struct xs_state *parent; /* a reference; NULL for the root */
+    atomic_int refs;
+    rw_rewrite rw; /* what made it from parent */
+    int depth;     /* rewrites from the root */
+    size_t peak;
+    double lat;
+    uint64_t fp;
+    /* under xs_ctx.mu */
+    xs_mat *mat;
+    bool in_lru;
+    struct xs_state *lru_prev, *lru_next;
+} xs_state;
+
+/* Per-worker scratch and counters, written by its own thread only (one cache line apart). */
+typedef struct xs_worker {
+    alignas(64) double phase[XS_PHASE_COUNT];
+    uint64_t hits, misses, replay_steps, failed;
+    rw_rewrite *cand;     /* XS_MAX_CANDIDATES */
+    uint32_t *touched;    /* XS_TOUCHED_CAP */
+    uint32_t *fis_buf;    /* RW_MAX_FISSION_TOUCHED */
+    rw_fission *fissions; /* the F-Tree's size */
+} xs_worker;
+
+#define XS_MAX_CANDIDATES 1024
+#define XS_TOUCHED_CAP (2 * RW_MAX_FISSION_TOUCHED + RW_MAX_TOUCHED)
+
+typedef struct xs_ctx {
+    const xs_options *o;
+    double limit, delta;
+    sched_dp_options dp;
+    rw_ftree *ft; /* NULL without XS_RULE_FISSION */
+    xs_state *root;
+    /* the LRU cache of materializations: most recent at head */
+    pthread_mutex_t mu;
+    xs_state *lru_head, *lru_tail;
+    size_t cache_bytes, cache_cap;
+    int cache_n;
+    atomic_uint_fast64_t mismatches;
+    xs_worker *w; /* n_w: the pool's workers, then the calling thread */
+    int n_w;
+} xs_ctx;
+
+/* What a derived state evaluates to. */
+typedef struct xs_eval {
+    size_t peak;
+    double lat;
+    uint64_t fp;
+} xs_eval;
+
+double xs_now(void);
+
+/* xp-state.c */
+ir_status xs_ctx_init(xs_ctx *c, const xs_options *o, int n_workers, ir_diag *d);
+void xs_ctx_free(xs_ctx *c);  /* after every state is gone */
+void xs_mat_unref(xs_mat *m); /* NULL-safe */
+/* The root: g cloned, order copied (g->n_nodes entries), every fission disabled; pinned. */
+xs_state *xs_root_new(xs_ctx *c, const ir_graph *g, const int *order, ir_diag *d);
+/* A child of parent made by r (one reference, the caller's), or NULL when out of memory. */
+xs_state *xs_state_new(xs_state *parent, const rw_rewrite *r, const xs_eval *ev);
+void xs_state_ref(xs_state *s);
+void xs_state_unref(xs_ctx *c, xs_state *s); /* NULL-safe; frees when the last one goes */
+/* Applies r to the materialization p: the child's materialization (one reference) in *out and
+ * its evaluation in *ev. Phase times go to w->phase. IR_ERR_INVALID when r does not apply. */
+ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,
+                    xs_eval *ev, ir_diag *d);
+/* s's materialization (one reference, the caller's): from the cache, or rebuilt by replay from
+ * the nearest cached ancestor (the rebuilt states enter the cache). NULL on failure. */
+xs_mat *xs_materialize(xs_ctx *c, xs_worker *w, xs_state *s, ir_diag *d);
+/* Offers m as s's materialization to the cache (which takes its own reference). */
+void xs_cache_put(xs_ctx *c, xs_state *s, xs_mat *m);
+/* Places swaps (when any) and simulates order on g. */
+ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *peak, double *lat,
+                      ir_diag *d);
+
+#endif

@@ -1,0 +1,478 @@
+/* xp-state.c - the memory optimizer's search states (explorer-impl.h): a state is its parent plus
+ * the rewrite that made it; its materialization (G_b, the fission configuration, G_e and its
+ * order) is derived from the parent's by xs_derive, kept in a bounded LRU cache and rebuilt on a
+ * miss by replaying the rewrites from the nearest cached ancestor with the same xs_derive, so a
+ * rebuilt state is bit-identical to the one the search evaluated.
+ *
+ * Reference counts: the pool holds one per state it owns, every child one on its parent, and a
+ * worker one while it uses a state; materializations and graphs are counted the same way, the
+ * cache holding one per cached materialization. Increments are relaxed (whoever increments
+ * already holds a reference); decrements are acq_rel, so everything done through a reference
+ * happens-before the free that follows the last decrement. */
+#define _POSIX_C_SOURCE 200809L
+#include "explorer-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Fission nodes get ids from G_b's next id rounded up to this: a rewrite of G_b adds a few ids,
+ * which leaves the rounded base, hence every fission node's id, unchanged, so the incremental
+ * scheduler's window stays around the rewrite; ids stay dense (sched_incremental indexes arrays
+ * by id). When G_b's ids reach the base, the base moves up: the parent's fission ids and the
+ * child's are then different sets, and their symmetric difference is touched, so the scheduler
+ * re-places every fission node (and the G_b node that took a former fission id, touched by the
+ * rewrite anyway). */
+#define FISSION_ID_ALIGN 1024u
+
+double xs_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- shared graphs */
+
+static xs_graph *graph_wrap(ir_graph *g) {
+    xs_graph *x = malloc(sizeof *x);
+    if (!x) return NULL;
+    atomic_init(&x->refs, 1);
+    x->g = g;
+    return x;
+}
+
+static xs_graph *graph_ref(xs_graph *x) {
+    /* relaxed: the caller already holds a reference */
+    atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
+    return x;
+}
+
+static void graph_unref(xs_graph *x) {
+    /* acq_rel: every use through other references happens-before the free */
+    if (x && atomic_fetch_sub_explicit(&x->refs, 1, memory_order_acq_rel) == 1) {
+        ir_graph_free(x->g);
+        free(x);
+    }
+}
+
+/* What a graph costs in memory, roughly (nodes with their arrays and attributes, values). */
+static size_t graph_bytes(const ir_graph *g) {
+    return sizeof *g + (size_t)g->n_nodes * (sizeof(ir_node) + 96) +
+           (size_t)g->n_values * (sizeof(ir_value) + 32);
+}
+
+static xs_mat *mat_ref(xs_mat *m) {
+    /* relaxed: the caller holds a reference (or the cache's, under the mutex) */
+    atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
+void xs_mat_unref(xs_mat *m) {
+    /* acq_rel: as graph_unref */
+    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
+    graph_unref(m->gb);
+    graph_unref(m->ge);
+    free(m->config);
+    free(m->order);
+    free(m->fis);
+    free(m);
+}
+
+static size_t mat_bytes(const xs_mat *m, int n_config) {
+    size_t b = sizeof *m + graph_bytes(m->gb->g) + sizeof(int) * (size_t)m->ge->g->n_nodes +
+               sizeof(int) * (size_t)n_config + sizeof(uint32_t) * (size_t)m->n_fis;
+    return m->ge == m->gb ? b : b + graph_bytes(m->ge->g);
+}
+
+/* ---------------------------------------------------------------- context */
+
+ir_status xs_ctx_init(xs_ctx *c, const xs_options *o, int n_workers, ir_diag *d) {
+    memset(c, 0, sizeof *c);
+    c->o = o;
+    c->limit = o->limit;
+    c->delta = o->delta > 0 ? o->delta : 1.1;
+    /* Bounds one incremental re-schedule: a state budget (deterministic; on the training
+     * fixtures 64 Ki states gave more states per second than the default at a similar best)
+     * and a time budget that only a pathological window reaches. */
+    c->dp.time_budget_s = 2.0;
+    c->dp.max_states = 65536;
+    c->cache_cap = o->cache_bytes ? o->cache_bytes : (size_t)256 << 20;
+    atomic_init(&c->mismatches, 0);
+    pthread_mutex_init(&c->mu, NULL);
+    c->n_w = n_workers + 1;
+    c->w = aligned_alloc(64, ((sizeof(xs_worker) * (size_t)c->n_w + 63) / 64) * 64);
+    if (!c->w) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    memset(c->w, 0, sizeof(xs_worker) * (size_t)c->n_w);
+    return IR_OK;
+}
+
+/* The workers' scratch; after the F-Tree is known (c->ft). */
+static ir_status ctx_scratch(xs_ctx *c, ir_diag *d) {
+    int nft = c->ft ? c->ft->n : 0;
+    for (int i = 0; i < c->n_w; i++) {
+        xs_worker *w = &c->w[i];
+        w->cand = malloc(sizeof(rw_rewrite) * XS_MAX_CANDIDATES);
+        w->touched = malloc(sizeof(uint32_t) * XS_TOUCHED_CAP);
+        w->fis_buf = nft ? malloc(sizeof(uint32_t) * RW_MAX_FISSION_TOUCHED) : NULL;
+        w->fissions = nft ? malloc(sizeof(rw_fission) * (size_t)nft) : NULL;
+        if (!w->cand || !w->touched || (nft && (!w->fis_buf || !w->fissions)))
+            return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    }
+    return IR_OK;
+}
+
+void xs_ctx_free(xs_ctx *c) {
+    for (int i = 0; c->w && i < c->n_w; i++) {
+        free(c->w[i].cand);
+        free(c->w[i].touched);
+        free(c->w[i].fis_buf);
+        free(c->w[i].fissions);
+    }
+    free(c->w);
+    rw_ftree_free(c->ft);
+    pthread_mutex_destroy(&c->mu);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------- states */
+
+xs_state *xs_root_new(xs_ctx *c, const ir_graph *g, const int *order, ir_diag *d) {
+    if (ctx_scratch(c, d) != IR_OK) return NULL;
+    int nft = c->ft ? c->ft->n : 0;
+    xs_state *s = calloc(1, sizeof *s);
+    xs_mat *m = calloc(1, sizeof *m);
+    ir_graph *gc = ir_graph_clone(g);
+    if (!s || !m || !gc) goto nomem;
+    atomic_init(&m->refs, 1);
+    if (!(m->gb = graph_wrap(gc))) goto nomem;
+    gc = NULL;
+    m->ge = graph_ref(m->gb);
+    m->order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    m->config = nft ? malloc(sizeof(int) * (size_t)nft) : NULL;
+    if (!m->order || (nft && !m->config)) goto nomem;
+    memcpy(m->order, order, sizeof(int) * (size_t)g->n_nodes);
+    for (int i = 0; i < nft; i++) m->config[i] = 1;
+    m->bytes = mat_bytes(m, nft);
+    atomic_init(&s->refs, 1);
+    s->mat = m; /* pinned: never in the LRU list, so never evicted */
+    return s;
+nomem:
+    ir_graph_free(gc);
+    xs_mat_unref(m);
+    free(s);
+    ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    return NULL;
+}
+
+xs_state *xs_state_new(xs_state *parent, const rw_rewrite *r, const xs_eval *ev) {
+    xs_state *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    atomic_init(&s->refs, 1);
+    xs_state_ref(parent);
+    s->parent = parent;
+    s->rw = *r;
+    s->depth = parent->depth + 1;
+    s->peak = ev->peak;
+    s->lat = ev->lat;
+    s->fp = ev->fp;
+    return s;
+}
+
+void xs_state_ref(xs_state *s) {
+    /* relaxed: the caller holds a reference */
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+static void lru_unlink(xs_ctx *c, xs_state *s) {
+    if (s->lru_prev)
+        s->lru_prev->lru_next = s->lru_next;
+    else
+        c->lru_head = s->lru_next;
+    if (s->lru_next)
+        s->lru_next->lru_prev = s->lru_prev;
+    else
+        c->lru_tail = s->lru_prev;
+    s->lru_prev = s->lru_next = NULL;
+    s->in_lru = false;
+}
+
+static void lru_push_front(xs_ctx *c, xs_state *s) {
+    s->lru_prev = NULL;
+    s->lru_next = c->lru_head;
+    if (c->lru_head) c->lru_head->lru_prev = s;
+    c->lru_head = s;
+    if (!c->lru_tail) c->lru_tail = s;
+    s->in_lru = true;
+}
+
+void xs_state_unref(xs_ctx *c, xs_state *s) {
+    /* iterative: a long chain of ancestors may go at once */
+    /* acq_rel: every read of the state through other references happens-before its free */
+    while (s && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
+        pthread_mutex_lock(&c->mu);
+        xs_mat *m = s->mat;
+        if (s->in_lru) {
+            lru_unlink(c, s);
+            c->cache_bytes -= m->bytes;
+            c->cache_n--;
+        }
+        s->mat = NULL;
+        pthread_mutex_unlock(&c->mu);
+        xs_mat_unref(m);
+        xs_state *p = s->parent;
+        free(s);
+        s = p;
+    }
+}
+
+/* ---------------------------------------------------------------- the cache */
+
+void xs_cache_put(xs_ctx *c, xs_state *s, xs_mat *m) {
+    xs_mat *evicted[16];
+    int n_ev = 0;
+    pthread_mutex_lock(&c->mu);
+    if (!s->mat) {
+        s->mat = mat_ref(m);
+        lru_push_front(c, s);
+        c->cache_bytes += m->bytes;
+        c->cache_n++;
+        /* at most 16 per call (the next puts continue); s itself, the newest, stays */
+        while (c->cache_bytes > c->cache_cap && c->cache_n > 1 && n_ev < 16) {
+            xs_state *t = c->lru_tail;
+            lru_unlink(c, t);
+            c->cache_bytes -= t->mat->bytes;
+            c->cache_n--;
+            evicted[n_ev++] = t->mat;
+            t->mat = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    /* graphs are freed outside the lock */
+    for (int i = 0; i < n_ev; i++) xs_mat_unref(evicted[i]);
+}
+
+xs_mat *xs_materialize(xs_ctx *c, xs_worker *w, xs_state *s, ir_diag *d) {
+    xs_mat *cur = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (s->mat) {
+        cur = mat_ref(s->mat);
+        if (s->in_lru) {
+            lru_unlink(c, s);
+            lru_push_front(c, s);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (cur) {
+        w->hits++;
+        return cur;
+    }
+    w->misses++;
+    double t0 = xs_now(), saved[XS_PHASE_COUNT];
+    memcpy(saved, w->phase, sizeof saved);
+    /* the path from s up to its nearest ancestor with a materialization (the pinned root at
+     * worst); the states on it stay alive through s's references */
+    xs_state **path = malloc(sizeof *path * ((size_t)s->depth + 1));
+    if (!path) {
+        ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (xs_state *a = s; a; a = a->parent) {
+        if (a->mat) {
+            cur = mat_ref(a->mat);
+            if (a->in_lru) {
+                lru_unlink(c, a);
+                lru_push_front(c, a);
+            }
+            break;
+        }
+        path[n++] = a;
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (int i = n - 1; i >= 0 && cur; i--) {
+        xs_mat *next = NULL;
+        xs_eval ev;
+        ir_status st = xs_derive(c, w, cur, &path[i]->rw, &next, &ev, d);
+        xs_mat_unref(cur);
+        cur = NULL;
+        if (st != IR_OK) break;
+        w->replay_steps++;
+        if (ev.fp != path[i]->fp || ev.peak != path[i]->peak || ev.lat != path[i]->lat)
+            /* relaxed: a counter read after the workers are joined */
+            atomic_fetch_add_explicit(&c->mismatches, 1, memory_order_relaxed);
+        xs_cache_put(c, path[i], next);
+        cur = next;
+    }
+    free(path);
+    /* the replay's own rewrite/schedule/... time is charged to the replay phase alone */
+    memcpy(w->phase, saved, sizeof saved);
+    w->phase[XS_PHASE_REPLAY] += xs_now() - t0;
+    return cur;
+}
+
+/* ---------------------------------------------------------------- deriving a child */
+
+static bool has_swaps(const ir_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == IR_OP_Store || g->nodes[i].op == IR_OP_Load) return true;
+    return false;
+}
+
+ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *peak, double *lat,
+                      ir_diag *d) {
+    ir_status st;
+    if (has_swaps(g) && (st = sched_place_swaps(g, order, c->o->cost, order, d)) != IR_OK)
+        return st;
+    sched_sim sim = {0};
+    if ((st = sched_simulate(g, order, c->o->cost, &sim, d)) != IR_OK) return st;
+    *peak = sim.peak_device_bytes;
+    *lat = sim.latency_s;
+    sched_sim_free(&sim);
+    return IR_OK;
+}
+
+static bool is_ftree_kind(int kind) {
+    return kind == RW_FT_ENABLE || kind == RW_FT_LIFT || kind == RW_FT_DISABLE ||
+           kind == RW_FT_MUTATE;
+}
+
+static bool in_sorted(const uint32_t *a, int n, uint32_t x) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && a[lo] == x;
+}
+
+/* Appends to out[*n..cap) the ids of sorted a and b: all of them (both = true) or those in
+ * exactly one (the symmetric difference). */
+static void merge_ids(const uint32_t *a, int na, const uint32_t *b, int nb, bool both,
+                      uint32_t *out, int *n, int cap) {
+    int i = 0, j = 0;
+    while ((i < na || j < nb) && *n < cap) {
+        if (j >= nb || (i < na && a[i] < b[j])) {
+            out[(*n)++] = a[i++];
+        } else if (i >= na || b[j] < a[i]) {
+            out[(*n)++] = b[j++];
+        } else {
+            if (both) out[(*n)++] = a[i];
+            i++, j++;
+        }
+    }
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* m->ge and m->fis from m->gb and the n enabled fissions in w->fissions. rw_fission_apply
+ * checks each fission on G_b (S was found on the start graph; rewrites since may have made it
+ * invalid there) and fails when one does not hold. */
+static ir_status apply_fissions(xs_worker *w, xs_mat *m, int n, ir_diag *d) {
+    const ir_graph *gb = m->gb->g;
+    ir_graph *based = ir_graph_clone(gb);
+    if (!based) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    based->next_node_id =
+        (gb->next_node_id + FISSION_ID_ALIGN - 1) / FISSION_ID_ALIGN * FISSION_ID_ALIGN;
+    int nt = 0;
+    ir_graph *ge = rw_fission_apply(based, w->fissions, n, w->fis_buf, &nt, d);
+    ir_graph_free(based);
+    if (!ge) return IR_ERR_INVALID;
+    if (!(m->ge = graph_wrap(ge)) || !(m->fis = malloc(sizeof(uint32_t) * ((size_t)nt + 1)))) {
+        if (!m->ge) ir_graph_free(ge);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    }
+    memcpy(m->fis, w->fis_buf, sizeof(uint32_t) * (size_t)nt);
+    qsort(m->fis, (size_t)nt, sizeof *m->fis, cmp_u32);
+    m->n_fis = nt;
+    return IR_OK;
+}
+
+ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,
+                    xs_eval *ev, ir_diag *d) {
+    *out = NULL;
+    int nft = c->ft ? c->ft->n : 0;
+    bool ft_kind = is_ftree_kind(r->kind);
+    ir_status st = IR_OK;
+    xs_mat *m = calloc(1, sizeof *m);
+    if (!m) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    atomic_init(&m->refs, 1);
+    int nt = 0;
+    double t = xs_now();
+    if (!ft_kind) {
+        ir_graph *nb = rw_apply(p->gb->g, r, w->touched, &nt, &st, d);
+        if (!nb) goto fail;
+        for (int i = 0; i < nt; i++)
+            if (in_sorted(p->fis, p->n_fis, w->touched[i])) {
+                /* MAGIS: the rules do not transform sub-graphs crossing an F-Trans region */
+                ir_graph_free(nb);
+                st = ir_diag_set(d, IR_ERR_INVALID, "%s of node %u touches node %u of a fission",
+                                 rw_kind_name(r->kind), r->node_id, w->touched[i]);
+                goto fail;
+            }
+        if (!(m->gb = graph_wrap(nb))) {
+            ir_graph_free(nb);
+            goto nomem;
+        }
+    } else if (!nft) {
+        st = ir_diag_set(d, IR_ERR_INVALID, "%s of F-Tree node %u: no F-Tree",
+                         rw_kind_name(r->kind), r->node_id);
+        goto fail;
+    } else {
+        m->gb = graph_ref(p->gb);
+    }
+    if (nft) {
+        if (!(m->config = malloc(sizeof(int) * (size_t)nft))) goto nomem;
+        if (!ft_kind) {
+            memcpy(m->config, p->config, sizeof(int) * (size_t)nft);
+        } else if (!rw_ftree_mutate(c->ft, p->config, r, m->config)) {
+            st = ir_diag_set(d, IR_ERR_INVALID, "%s of F-Tree node %u does not apply",
+                             rw_kind_name(r->kind), r->node_id);
+            goto fail;
+        }
+    }
+    int ne = nft ? rw_ftree_enabled(c->ft, m->config, w->fissions) : 0;
+    if (ne == 0)
+        m->ge = graph_ref(m->gb);
+    else if ((st = apply_fissions(w, m, ne, d)) != IR_OK)
+        goto fail;
+    /* a fission change re-schedules around the old and the new groups; a rewrite of G_b around
+     * what it touched, plus fission nodes that appeared or went (none unless ids moved) */
+    merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind, w->touched, &nt, XS_TOUCHED_CAP);
+    w->phase[XS_PHASE_REWRITE] += xs_now() - t;
+
+    t = xs_now();
+    const ir_graph *ge = m->ge->g;
+    if (!(m->order = malloc(sizeof(int) * ((size_t)ge->n_nodes + 1)))) goto nomem;
+    if ((st = sched_incremental(p->ge->g, p->order, ge, w->touched, nt, &c->dp, m->order, d)) !=
+            IR_OK ||
+        (has_swaps(ge) && (st = sched_place_swaps(ge, m->order, c->o->cost, m->order, d)) != IR_OK))
+        goto fail;
+    w->phase[XS_PHASE_SCHEDULE] += xs_now() - t;
+
+    t = xs_now();
+    sched_sim sim = {0};
+    if ((st = sched_simulate(ge, m->order, c->o->cost, &sim, d)) != IR_OK) goto fail;
+    ev->peak = sim.peak_device_bytes;
+    ev->lat = sim.latency_s;
+    sched_sim_free(&sim);
+    w->phase[XS_PHASE_SIMULATE] += xs_now() - t;
+
+    t = xs_now();
+    ev->fp = ir_graph_hash(ge);
+    w->phase[XS_PHASE_HASH] += xs_now() - t;
+    m->bytes = mat_bytes(m, nft);
+    *out = m;
+    return IR_OK;
+nomem:
+    st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+fail:
+    xs_mat_unref(m);
+    return st;
+}

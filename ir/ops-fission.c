@@ -1,0 +1,256 @@
+/* ops-fission.c - the magpie-domain ops that carry out a fission (MAGIS 4.2): a sub-graph S split
+ * along one dimension into `parts` equal parts run one after another (rules.h, rw_fission_*).
+ *
+ *  - FissionBuffer() -> buf: zeros of attributes `shape` and `dtype` (an ir_dtype); the full-size
+ *    result an output of S is assembled in. Runs once per group.
+ *  - FissionSlice(x, buf...) -> part: part `index` of `parts` equal parts of x along `axis`. The
+ *    inputs after x are ordering-only (ir_input_order_only): they make every buffer of the group
+ *    exist before its first part starts, and the kernel never reads them.
+ *  - FissionAssemble(buf, part) -> buf': part written into slot `index` of buf along `axis`.
+ *  - FissionAccumulate(buf, part) -> buf': buf + part (an output of S summed over the split
+ *    reduce axis, e.g. a weight gradient over the batch).
+ *
+ * Assemble and Accumulate are IR_OPF_INPLACE: their output takes over the buffer (ir.h), so the
+ * n parts of a materialized fission fill one allocation. Their kernels also work when the output
+ * is a separate buffer (constant folding, profiling), by copying the rest of the buffer over.
+ * None of them has dimension links (.dims NULL): no fission is ever applied across them.
+ * Their byte counts are what the kernels touch on the device: a slice reads and writes one part,
+ * an assemble reads a part and writes its slot, not the whole buffer. */
+#include "ir-impl.h"
+
+bool ir_input_order_only(const ir_node *n, int i) {
+    return n->op == IR_OP_FissionSlice && i >= 1;
+}
+
+/* ---------------------------------------------------------------- shared checks */
+
+/* parts >= 1 and 0 <= index < parts, from the node's attributes. */
+static ir_status part_attrs(const ir_node *n, int64_t *parts, int64_t *index, ir_diag *d) {
+    *parts = ir_attr_int(n, "parts", 0);
+    *index = ir_attr_int(n, "index", -1);
+    if (*parts < 1)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute parts is %lld, expected >= 1",
+                            (long long)*parts);
+    if (*index < 0 || *index >= *parts)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute index is %lld, expected 0..%lld",
+                            (long long)*index, (long long)(*parts - 1));
+    return IR_OK;
+}
+
+/* The `axis` attribute normalized against the rank of v (named what in messages). */
+static ir_status split_axis(const ir_node *n, const ir_value *v, const char *what, int *axis,
+                            ir_diag *d) {
+    int64_t a = ir_attr_int(n, "axis", 0);
+    if (v->shape.rank < 1 || !ir_norm_axis(a, v->shape.rank, axis))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axis %lld is out of range for %s of rank %d",
+                            (long long)a, what, v->shape.rank);
+    return IR_OK;
+}
+
+static ir_status need_dtype(const ir_node *n, const ir_value *v, const char *what, ir_diag *d) {
+    if (ir_dtype_size(v->dtype) > 0) return IR_OK;
+    return ir_node_fail(d, IR_ERR_SHAPE, n, "%s '%s' has no dtype", what, v->name);
+}
+
+/* A shape as [outer, len, inner] around axis. */
+static void around_axis(const ir_shape *s, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
+    int64_t o = 1, i = 1;
+    for (int k = 0; k < axis; k++) o *= s->dims[k];
+    for (int k = axis + 1; k < s->rank; k++) i *= s->dims[k];
+    *outer = o;
+    *len = s->dims[axis];
+    *inner = i;
+}
+
+static double part_bytes(const ir_graph *g, const ir_node *n, int input) {
+    const ir_value *v = ir_node_in(g, n, input);
+    return v ? (double)ir_value_bytes(v) : 0.0;
+}
+
+/* ---------------------------------------------------------------- FissionBuffer */
+
+static ir_status buffer_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const int64_t *dims = NULL;
+    int r = ir_attr_ints(n, "shape", &dims);
+    int64_t t = ir_attr_int(n, "dtype", -1);
+    if (r < 0 || r > IR_MAX_RANK)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute shape is %s (rank at most %d)",
+                            r < 0 ? "missing" : "too long", IR_MAX_RANK);
+    if (t < 0 || t >= IR_DTYPE_COUNT)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute dtype is %lld, not an ir_dtype",
+                            (long long)t);
+    ir_status st = ir_check_sizes(n, "shape", dims, r, d);
+    if (st != IR_OK) return st;
+    ir_shape s = ir_shape_make(r, dims);
+    ir_set_out(g, n, 0, (ir_dtype)t, &s);
+    return IR_OK;
+}
+
+static ir_status buffer_kernel(const ir_kernel_ctx *k) {
+    ir_tensor *o = &k->out[0];
+    size_t bytes = (size_t)ir_tensor_numel(o) * ir_dtype_size(o->dtype);
+    if (bytes) memset(o->data, 0, bytes);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- FissionSlice */
+
+static ir_status slice_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    int64_t parts = 1, index = 0;
+    int axis = 0;
+    ir_status st = need_dtype(n, x, "input", d);
+    if (st == IR_OK) st = part_attrs(n, &parts, &index, d);
+    if (st == IR_OK) st = split_axis(n, x, "input", &axis, d);
+    if (st != IR_OK) return st;
+    if (x->shape.dims[axis] % parts != 0) {
+        char s1[128];
+        return ir_node_fail(d, IR_ERR_SHAPE, n,
+                            "input '%s' %s: dim %d (%lld) is not divisible into %lld parts",
+                            x->name, ir_shape_str(&x->shape, s1, sizeof s1), axis,
+                            (long long)x->shape.dims[axis], (long long)parts);
+    }
+    ir_shape s = x->shape;
+    s.dims[axis] /= parts;
+    ir_set_out(g, n, 0, x->dtype, &s);
+    return IR_OK;
+}
+
+static ir_status slice_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0];
+    ir_tensor *o = &k->out[0];
+    int axis = 0;
+    ir_norm_axis(ir_attr_int(k->node, "axis", 0), x->shape.rank, &axis); /* inference checked */
+    int64_t index = ir_attr_int(k->node, "index", 0), outer, len, inner;
+    around_axis(&x->shape, axis, &outer, &len, &inner);
+    int64_t plen = o->shape.dims[axis];
+    size_t es = ir_dtype_size(x->dtype), row = (size_t)(plen * inner) * es;
+    const char *src = (const char *)x->data + (size_t)(index * plen * inner) * es;
+    char *dst = o->data;
+    if (!row) return IR_OK;
+    /* Rows are disjoint in both buffers. */
+    IR_PARALLEL_FOR(outer > 1 && outer * plen * inner > IR_PAR_MIN)
+    for (int64_t r = 0; r < outer; r++)
+        memcpy(dst + (size_t)r * row, src + (size_t)(r * len * inner) * es, row);
+    return IR_OK;
+}
+
+/* Reads one part and writes it; the buffers it is ordered after are never touched. */
+static double slice_bytes(const ir_graph *g, const ir_node *n) {
+    const ir_value *o = ir_node_out(g, n, 0);
+    return o ? 2.0 * (double)ir_value_bytes(o) : 0.0;
+}
+
+/* ---------------------------------------------------------------- FissionAssemble */
+
+static ir_status assemble_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *b = ir_node_in(g, n, 0), *p = ir_node_in(g, n, 1);
+    int64_t parts = 1, index = 0;
+    int axis = 0;
+    ir_status st = need_dtype(n, b, "buffer", d);
+    if (st == IR_OK) st = need_dtype(n, p, "part", d);
+    if (st == IR_OK) st = part_attrs(n, &parts, &index, d);
+    if (st == IR_OK) st = split_axis(n, b, "the buffer", &axis, d);
+    if (st != IR_OK) return st;
+    ir_shape want = b->shape;
+    bool ok = b->shape.dims[axis] % parts == 0;
+    want.dims[axis] = b->shape.dims[axis] / parts;
+    if (!ok || b->dtype != p->dtype || !ir_shape_eq(&want, &p->shape)) {
+        char s1[128], s2[128];
+        if (!ok)
+            return ir_node_fail(d, IR_ERR_SHAPE, n,
+                                "buffer '%s' %s: dim %d (%lld) is not divisible into %lld parts",
+                                b->name, ir_shape_str(&b->shape, s1, sizeof s1), axis,
+                                (long long)b->shape.dims[axis], (long long)parts);
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "part '%s' is %s %s, expected %s %s", p->name,
+                            ir_dtype_name(p->dtype), ir_shape_str(&p->shape, s1, sizeof s1),
+                            ir_dtype_name(b->dtype), ir_shape_str(&want, s2, sizeof s2));
+    }
+    ir_set_out(g, n, 0, b->dtype, &b->shape);
+    return IR_OK;
+}
+
+static ir_status assemble_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *b = &k->in[0], *p = &k->in[1];
+    ir_tensor *o = &k->out[0];
+    int axis = 0;
+    ir_norm_axis(ir_attr_int(k->node, "axis", 0), b->shape.rank, &axis);
+    int64_t index = ir_attr_int(k->node, "index", 0), outer, len, inner;
+    around_axis(&b->shape, axis, &outer, &len, &inner);
+    int64_t plen = p->shape.dims[axis];
+    size_t es = ir_dtype_size(b->dtype), row = (size_t)(plen * inner) * es;
+    /* Not in place (folding, profiling): the other slots come from the buffer. */
+    if (o->data != b->data && outer * len * inner > 0)
+        memcpy(o->data, b->data, (size_t)(outer * len * inner) * es);
+    char *dst = (char *)o->data + (size_t)(index * plen * inner) * es;
+    const char *src = p->data;
+    if (!row) return IR_OK;
+    IR_PARALLEL_FOR(outer > 1 && outer * plen * inner > IR_PAR_MIN)
+    for (int64_t r = 0; r < outer; r++)
+        memcpy(dst + (size_t)(r * len * inner) * es, src + (size_t)r * row, row);
+    return IR_OK;
+}
+
+/* Reads the part and writes its slot; the rest of the buffer stays where it is. */
+static double assemble_bytes(const ir_graph *g, const ir_node *n) {
+    return 2.0 * part_bytes(g, n, 1);
+}
+
+/* ---------------------------------------------------------------- FissionAccumulate */
+
+static ir_status accumulate_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *b = ir_node_in(g, n, 0), *p = ir_node_in(g, n, 1);
+    int64_t parts = 1, index = 0;
+    ir_status st = part_attrs(n, &parts, &index, d);
+    if (st != IR_OK) return st;
+    if (!ir_dtype_is_float(b->dtype))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "buffer '%s' is %s; only floats are summed",
+                            b->name, ir_dtype_name(b->dtype));
+    if (b->dtype != p->dtype || !ir_shape_eq(&b->shape, &p->shape)) {
+        char s1[128], s2[128];
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "part '%s' is %s %s, expected %s %s", p->name,
+                            ir_dtype_name(p->dtype), ir_shape_str(&p->shape, s1, sizeof s1),
+                            ir_dtype_name(b->dtype), ir_shape_str(&b->shape, s2, sizeof s2));
+    }
+    ir_set_out(g, n, 0, b->dtype, &b->shape);
+    return IR_OK;
+}
+
+static ir_status accumulate_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *b = &k->in[0], *p = &k->in[1];
+    ir_tensor *o = &k->out[0];
+    int64_t n = ir_tensor_numel(b);
+    /* Element i is read from both inputs before it is written: correct aliased or not. */
+    if (b->dtype == IR_F32) {
+        const float *x = b->data, *y = p->data;
+        float *z = o->data;
+        IR_PARALLEL_FOR(n > IR_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) z[i] = x[i] + y[i];
+    } else if (b->dtype == IR_F64) {
+        const double *x = b->data, *y = p->data;
+        double *z = o->data;
+        IR_PARALLEL_FOR(n > IR_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) z[i] = x[i] + y[i];
+    } else { /* 16-bit floats: summed in float32, rounded once */
+        IR_PARALLEL_FOR(n > IR_PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            ir_store_f64(
+                o->data, b->dtype, i,
+                (float)(ir_load_f64(b->data, b->dtype, i) + ir_load_f64(p->data, b->dtype, i)));
+    }
+    return IR_OK;
+}
+
+static double accumulate_flops(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
+}
+
+/* ---------------------------------------------------------------- the op table entries */
+
+IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .infer = buffer_infer, .kernel = buffer_kernel);
+IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .infer = slice_infer, .kernel = slice_kernel,
+                 .bytes = slice_bytes);
+IR_MAGPIE_OP_DEF(FissionAssemble, 2, 2, 1, 1, .flags = IR_OPF_INPLACE, .infer = assemble_infer,
+                 .kernel = assemble_kernel, .bytes = assemble_bytes);
+IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 2, 1, 1, .flags = IR_OPF_INPLACE, .infer = accumulate_infer,
+                 .flops = accumulate_flops, .kernel = accumulate_kernel);

@@ -1,0 +1,234 @@
+/* rules-dgraph.c - the dimension graph D(G) of MAGIS section 4.1 (rules.h, "dimension graph").
+ *
+ * A vertex per (value, dimension) of every value, residents included, and per (node, reduce
+ * axis); the op table's dimension links (ir_node_dims) are its edges. Components come from a
+ * union-find over the vertices; each is one "dimension" that runs through the graph, the thing
+ * a fission splits.
+ *
+ * Invariants: building is O(vertices + links) and allocates a fixed number of arrays; component
+ * numbers depend only on the graph (first vertex met when walking the nodes in order: a node's
+ * inputs, its reduce axes, its outputs; then values no node touches, by id). A reduce axis is a
+ * sum only when every link into it says so. */
+#include "rules-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int uf_find(int *parent, int x) {
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]]; /* path halving */
+        x = parent[x];
+    }
+    return x;
+}
+
+static void uf_union(int *parent, int a, int b) {
+    a = uf_find(parent, a);
+    b = uf_find(parent, b);
+    /* the smaller root wins: cheap, and trees stay shallow enough with path halving */
+    if (a < b)
+        parent[b] = a;
+    else if (b < a)
+        parent[a] = b;
+}
+
+/* Keeps the links that name present values, asserting the rest is in range (a link out of range
+ * is a bug in the op's dims callback, not bad input). Returns the count kept and the number of
+ * reduce axes in *n_reduce. */
+static int keep_links(const ir_graph *g, const ir_node *n, ir_dimlink *l, int cnt, int *n_reduce) {
+    int kept = 0, r = 0;
+    IR_ASSERT(cnt >= 0 && cnt <= IR_MAX_DIMLINKS);
+    for (int i = 0; i < cnt; i++) {
+        ir_dimlink x = l[i];
+        IR_ASSERT(x.in >= 0 && x.in < n->n_in);
+        if (n->in[x.in] < 0) continue;
+        IR_ASSERT(x.in_dim >= 0 && x.in_dim < g->values[n->in[x.in]].shape.rank);
+        if (x.out_dim >= 0) {
+            IR_ASSERT(x.out >= 0 && x.out < n->n_out);
+            if (n->out[x.out] < 0) continue;
+            IR_ASSERT(x.out_dim < g->values[n->out[x.out]].shape.rank);
+        } else if (-x.out_dim > r) {
+            r = -x.out_dim;
+        }
+        l[kept++] = x;
+    }
+    *n_reduce = r;
+    return kept;
+}
+
+void rw_dgraph_free(rw_dgraph *dg) {
+    if (!dg) return;
+    free(dg->voff);
+    free(dg->roff);
+    free(dg->comp);
+    free(dg->rsum);
+    free(dg->comp_len);
+    free(dg->loff);
+    free(dg->links);
+    free(dg);
+}
+
+/* Numbers the component of vertex x when it is met first. */
+static void number(rw_dgraph *dg, int *parent, int x) {
+    int root = uf_find(parent, x);
+    if (dg->comp[root] < 0) dg->comp[root] = dg->n_comps++;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+rw_dgraph *rw_dgraph_build(const ir_graph *g) {
+    rw_dgraph *dg = calloc(1, sizeof *dg);
+    int *parent = NULL;
+    if (!dg) return NULL;
+    dg->n_values = g->n_values;
+    dg->n_nodes = g->n_nodes;
+    dg->voff = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    dg->roff = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    dg->loff = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    if (!dg->voff || !dg->roff || !dg->loff) goto fail;
+
+    /* Links of every node, kept in one growing array. */
+    size_t cap = 256, n_links = 0;
+    dg->links = malloc(sizeof(ir_dimlink) * cap);
+    if (!dg->links) goto fail;
+    int nv = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        dg->voff[v] = nv;
+        nv += g->values[v].shape.rank;
+    }
+    dg->voff[g->n_values] = nv;
+    int nr = nv;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (n_links + IR_MAX_DIMLINKS > cap) {
+            while (n_links + IR_MAX_DIMLINKS > cap) cap *= 2;
+            ir_dimlink *p = realloc(dg->links, sizeof(ir_dimlink) * cap);
+            if (!p) goto fail;
+            dg->links = p;
+        }
+        const ir_node *n = &g->nodes[i];
+        int r = 0, cnt = ir_node_dims(g, n, dg->links + n_links);
+        cnt = keep_links(g, n, dg->links + n_links, cnt, &r);
+        dg->loff[i] = (int)n_links;
+        n_links += (size_t)cnt;
+        dg->roff[i] = nr;
+        nr += r;
+    }
+    dg->loff[g->n_nodes] = (int)n_links;
+    dg->roff[g->n_nodes] = nr;
+    dg->n_vertices = nr;
+
+    parent = malloc(sizeof(int) * (size_t)(nr ? nr : 1));
+    dg->comp = malloc(sizeof(int) * (size_t)(nr ? nr : 1));
+    dg->rsum = malloc((size_t)(nr - nv) + 1);
+    if (!parent || !dg->comp || !dg->rsum) goto fail;
+    for (int x = 0; x < nr; x++) parent[x] = x;
+    memset(dg->rsum, 1, (size_t)(nr - nv) + 1);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int j = dg->loff[i]; j < dg->loff[i + 1]; j++) {
+            const ir_dimlink *l = &dg->links[j];
+            int a = dg->voff[n->in[l->in]] + l->in_dim, b;
+            if (l->out_dim >= 0) {
+                b = dg->voff[n->out[l->out]] + l->out_dim;
+            } else {
+                b = dg->roff[i] - l->out_dim - 1;
+                if (!(l->flags & IR_DIMLINK_SUM)) dg->rsum[b - nv] = 0;
+            }
+            uf_union(parent, a, b);
+        }
+    }
+
+    /* Deterministic numbering: the order nodes meet their vertices, then untouched values. */
+    for (int x = 0; x < nr; x++) dg->comp[x] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0)
+                for (int x = dg->voff[n->in[k]]; x < dg->voff[n->in[k] + 1]; x++)
+                    number(dg, parent, x);
+        for (int x = dg->roff[i]; x < dg->roff[i + 1]; x++) number(dg, parent, x);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0)
+                for (int x = dg->voff[n->out[k]]; x < dg->voff[n->out[k] + 1]; x++)
+                    number(dg, parent, x);
+    }
+    for (int x = 0; x < nv; x++) number(dg, parent, x);
+    /* comp[] held numbers at roots only; give every vertex its root's number */
+    for (int x = 0; x < nr; x++) dg->comp[x] = dg->comp[uf_find(parent, x)];
+
+    /* Lengths: the gcd of the component's dim lengths (a reshape links B to B*H when B is the
+     * outer factor: n parts of B are n blocks of B*H, so any n dividing both splits both);
+     * -1 unset; an empty dim sticks as 0 through `bad`. */
+    dg->comp_len = malloc(sizeof(int64_t) * (size_t)(dg->n_comps ? dg->n_comps : 1));
+    unsigned char *bad = calloc((size_t)dg->n_comps + 1, 1);
+    if (!dg->comp_len || !bad) {
+        free(bad);
+        goto fail;
+    }
+    for (int c = 0; c < dg->n_comps; c++) dg->comp_len[c] = -1;
+    for (int v = 0; v < g->n_values; v++)
+        for (int k = 0; k < g->values[v].shape.rank; k++) {
+            int c = dg->comp[dg->voff[v] + k];
+            int64_t len = g->values[v].shape.dims[k];
+            if (len <= 0)
+                bad[c] = 1;
+            else if (dg->comp_len[c] < 0)
+                dg->comp_len[c] = len;
+            else
+                dg->comp_len[c] = gcd64(dg->comp_len[c], len);
+        }
+    for (int c = 0; c < dg->n_comps; c++)
+        if (bad[c] || dg->comp_len[c] < 0) dg->comp_len[c] = 0;
+    free(bad);
+    free(parent);
+    return dg;
+fail:
+    free(parent);
+    rw_dgraph_free(dg);
+    return NULL;
+}
+
+int rw_dgraph_n_components(const rw_dgraph *dg) {
+    return dg->n_comps;
+}
+
+int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim) {
+    if (v < 0 || v >= dg->n_values || dim < 0 || dim >= dg->voff[v + 1] - dg->voff[v]) return -1;
+    return dg->comp[dg->voff[v] + dim];
+}
+
+int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r) {
+    if (node < 0 || node >= dg->n_nodes || r < 1 || r > dg->roff[node + 1] - dg->roff[node])
+        return -1;
+    return dg->comp[dg->roff[node] + r - 1];
+}
+
+bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r) {
+    if (rw_dgraph_reduce_comp(dg, node, r) < 0) return false;
+    return dg->rsum[dg->roff[node] + r - 1 - dg->roff[0]] != 0;
+}
+
+int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp) {
+    return comp >= 0 && comp < dg->n_comps ? dg->comp_len[comp] : 0;
+}
+
+int rw_dgraph_value_dim_in(const rw_dgraph *dg, int v, int comp) {
+    if (v < 0 || v >= dg->n_values) return -1;
+    for (int x = dg->voff[v]; x < dg->voff[v + 1]; x++)
+        if (dg->comp[x] == comp) return x - dg->voff[v];
+    return -1;
+}
+
+int rw_dgraph_reduce_in(const rw_dgraph *dg, int node, int comp) {
+    if (node < 0 || node >= dg->n_nodes) return 0;
+    for (int x = dg->roff[node]; x < dg->roff[node + 1]; x++)
+        if (dg->comp[x] == comp) return x - dg->roff[node] + 1;
+    return 0;
+}

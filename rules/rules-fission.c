@@ -1,0 +1,318 @@
+/* rules-fission.c - the validity of a fission f = (S, D, n) (MAGIS 4.2; rules.h,
+ * rw_fission_check). rules-fission-apply.c builds the one-copy graph on what this finds, and
+ * rules-fission-mat.c materializes it.
+ *
+ * The checks, in the order their violations are reported:
+ *  - f itself: ids sorted and present, the seed vertex exists, D's dims agree in length and n
+ *    divides it;
+ *  - every node of S can be split: known to the op table, not random, not in place, not a
+ *    host-output (Store) or Load, not a fission op, not already part of a fission group;
+ *  - no redundant computation (constraint 3): each node has, in D, exactly one dimension per
+ *    output and no reduce axis (a "split" node), or exactly one reduce axis, which is a sum, and
+ *    at most one dimension per output (a "partial" node, e.g. a weight gradient summed over the
+ *    batch; its outputs without the dimension are summed over the parts, those with it are
+ *    concatenated, as MAGIS 4.2 treats each output tensor on its own: LayerNormGrad's dX and
+ *    dScale);
+ *  - every edge is linked in D: each value of S read in S has a D-dimension and its reader links
+ *    that dimension; so does each input of S that has a D-dimension (it will be sliced, and a
+ *    reader that does not link it would get a part where it expects the whole);
+ *  - every node of S reads at least one value split along D, or none at all: a generator, which
+ *    creates the dimension from shared values (the backward's seed gradient, an Expand of a
+ *    constant). Every part starts at a slice, and the group's first step is its first slice
+ *    (schedule.h): generators and what depends only on them read nothing from outside the
+ *    group that the slices do not also wait for, so the materialized graph can run the other
+ *    parts there (rules-fission-mat.c);
+ *  - G[S] weakly connected (1) and convex (2).
+ * Everything is O(|V| + |E|) over the graph (an id map, one sweep over the nodes between S's
+ * first and last) plus O(links of S). */
+#include "rules-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool rw_is_fission_op(ir_op_kind op) {
+    return op == IR_OP_FissionBuffer || op == IR_OP_FissionSlice || op == IR_OP_FissionAssemble ||
+           op == IR_OP_FissionAccumulate;
+}
+
+void rw_fission_info_free(rw_fission_info *fi) {
+    if (!fi) return;
+    free(fi->s);
+    free(fi->in_s);
+    fi->s = NULL;
+    fi->in_s = NULL;
+    fi->n_s = 0;
+}
+
+/* The number of dims of value v in comp (a value may, in a degenerate D, have several). */
+static int dims_in(const rw_dgraph *dg, int v, int comp, int *first) {
+    int cnt = 0;
+    *first = -1;
+    for (int x = dg->voff[v]; x < dg->voff[v + 1]; x++)
+        if (dg->comp[x] == comp) {
+            if (cnt++ == 0) *first = x - dg->voff[v];
+        }
+    return cnt;
+}
+
+/* True when node i links dimension dim of its input k (to anything). */
+static bool links_input(const rw_dgraph *dg, int i, int k, int dim) {
+    for (int j = dg->loff[i]; j < dg->loff[i + 1]; j++)
+        if (dg->links[j].in == k && dg->links[j].in_dim == dim) return true;
+    return false;
+}
+
+/* The component the seed vertex names, or -1 with d set. */
+static int seed_comp(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, const int *map,
+                     ir_diag *d) {
+    int i = f->seed_id < g->next_node_id ? map[f->seed_id] : -1;
+    if (i < 0) {
+        ir_diag_set(d, IR_ERR_INVALID, "fission: no seed node with id %u", f->seed_id);
+        return -1;
+    }
+    const ir_node *n = &g->nodes[i];
+    int c;
+    if (f->seed_dim >= 0) {
+        int v = f->seed_out >= 0 && f->seed_out < n->n_out ? n->out[f->seed_out] : -1;
+        c = v >= 0 ? rw_dgraph_value_comp(dg, v, f->seed_dim) : -1;
+        if (c < 0)
+            ir_node_fail(d, IR_ERR_INVALID, n,
+                         "fission: the seed names no dimension %d of output %d", f->seed_dim,
+                         f->seed_out);
+    } else {
+        c = rw_dgraph_reduce_comp(dg, i, -f->seed_dim);
+        if (c < 0)
+            ir_node_fail(d, IR_ERR_INVALID, n, "fission: the seed names no reduce axis %d",
+                         -f->seed_dim);
+    }
+    return c;
+}
+
+/* Per node: can it be split at all (op kind), and does D split it without redundancy. */
+static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int comp, ir_diag *d) {
+    const ir_node *n = &g->nodes[i];
+    const ir_op_def *def = ir_op_get(n->op);
+    if (!def || !def->kernel)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an op of unknown semantics");
+    if (rw_is_fission_op(n->op) || ir_attr_find(n, RW_FISSION_GROUP_ATTR))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: already part of a fission");
+    if (def->flags & IR_OPF_RANDOM)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a random op (parts would draw anew)");
+    if (def->flags & IR_OPF_INPLACE)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an in-place update");
+    if ((def->flags & IR_OPF_HOST_OUTPUT) || n->op == IR_OP_Load)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a swap op");
+    int with = 0, without = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k], dim;
+        if (v < 0) continue;
+        int cnt = dims_in(dg, v, comp, &dim);
+        if (cnt > 1)
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: output '%s' has %d dimensions in D (dims %d and more)",
+                                g->values[v].name, cnt, dim);
+        if (cnt)
+            with++;
+        else
+            without++;
+    }
+    int nr = 0, r = 0;
+    for (int x = dg->roff[i]; x < dg->roff[i + 1]; x++)
+        if (dg->comp[x] == comp) {
+            nr++;
+            r = x - dg->roff[i] + 1;
+        }
+    if (with && !without && nr == 0) return IR_OK; /* split node */
+    if (without &&
+        nr == 1) { /* partial node, or mixed: a LayerNormGrad's dX split, dScale summed */
+        if (!rw_dgraph_reduce_is_sum(dg, i, r))
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: D is its reduce axis %d, which is not a sum", r);
+        return IR_OK;
+    }
+    if (with && without)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "fission: %d of its outputs have a dimension in D, %d do not", with,
+                            without);
+    if (nr > 1 || (with && nr))
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "fission: D meets it %d times (redundant computation)", with + nr);
+    return ir_node_fail(d, IR_ERR_INVALID, n, "fission: has no dimension and no reduce axis in D");
+}
+
+/* Edges: every value read in S that has a D-dimension is linked there by its reader; a value of
+ * S read in S must have one; and every node reads at least one such value. */
+static ir_status check_edges(const ir_graph *g, const rw_dgraph *dg, int i, int comp,
+                             const unsigned char *in_s, ir_diag *d) {
+    const ir_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k], dim;
+        if (v < 0) continue;
+        int p = g->values[v].producer;
+        int cnt = dims_in(dg, v, comp, &dim);
+        bool inner = p >= 0 && in_s[p];
+        if (inner && cnt == 0)
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: edge from '%s' is not linked in D ('%s' has no "
+                                "dimension in D)",
+                                g->nodes[p].name, g->values[v].name);
+        if (cnt == 0) continue;
+        if (cnt > 1)
+            return ir_node_fail(d, IR_ERR_INVALID, n, "fission: input '%s' has %d dimensions in D",
+                                g->values[v].name, cnt);
+        if (!links_input(dg, i, k, dim))
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: %s '%s' is split along its dim %d, which this node does "
+                                "not link",
+                                inner ? "edge value" : "input", g->values[v].name, dim);
+    }
+    return IR_OK; /* a node reading no split value is a generator (see the top) */
+}
+
+/* Some value produced outside S and read in S has a dimension in D: the group gets a slice. */
+static bool slices_something(const ir_graph *g, const rw_dgraph *dg, const rw_fission_info *fi) {
+    for (int j = 0; j < fi->n_s; j++) {
+        const ir_node *n = &g->nodes[fi->s[j]];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k], dim, p = v >= 0 ? g->values[v].producer : -1;
+            if (v >= 0 && !(p >= 0 && fi->in_s[p]) && dims_in(dg, v, fi->comp, &dim) > 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Constraint (1): G[S] weakly connected, by union-find over S's inner edges. */
+static ir_status check_connected(const ir_graph *g, const rw_fission_info *fi, ir_diag *d) {
+    int *parent = malloc(sizeof(int) * (size_t)g->n_nodes);
+    if (!parent) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory checking a fission");
+    for (int j = 0; j < fi->n_s; j++) parent[fi->s[j]] = fi->s[j];
+    for (int j = 0; j < fi->n_s; j++) {
+        const ir_node *n = &g->nodes[fi->s[j]];
+        for (int k = 0; k < n->n_in; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p < 0 || !fi->in_s[p]) continue;
+            int a = fi->s[j], b = p;
+            while (parent[a] != a) a = parent[a] = parent[parent[a]];
+            while (parent[b] != b) b = parent[b] = parent[parent[b]];
+            if (a != b) parent[a > b ? a : b] = a < b ? a : b;
+        }
+    }
+    int root = fi->s[0];
+    ir_status st = IR_OK;
+    for (int j = 1; j < fi->n_s && st == IR_OK; j++) {
+        int a = fi->s[j];
+        while (parent[a] != a) a = parent[a];
+        if (a != root)
+            st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[fi->s[j]],
+                              "fission: S is not connected (this node is apart from '%s')",
+                              g->nodes[root].name);
+    }
+    free(parent);
+    return st;
+}
+
+/* Constraint (2): no node outside S is both a descendant and an ancestor of S. Nodes are in
+ * topological order, so such a node lies strictly between S's first and last node, and one
+ * forward sweep (descendants) and one backward sweep (ancestors) over that range decide it. */
+static ir_status check_convex(const ir_graph *g, const rw_fission_info *fi, ir_diag *d) {
+    int lo = fi->s[0], hi = fi->s[fi->n_s - 1];
+    unsigned char *desc = calloc((size_t)g->n_nodes, 1), *anc = calloc((size_t)g->n_nodes, 1);
+    ir_status st = IR_OK;
+    if (!desc || !anc) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory checking a fission");
+        goto out;
+    }
+    for (int i = lo + 1; i < hi; i++) {
+        if (fi->in_s[i]) continue;
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in && !desc[i]; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p >= 0 && (fi->in_s[p] || desc[p])) desc[i] = 1;
+        }
+    }
+    for (int i = hi; i > lo; i--) {
+        if (!fi->in_s[i] && !anc[i]) continue;
+        if (!fi->in_s[i] && desc[i]) {
+            st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[i],
+                              "fission: S is not convex (a path leaves S through this node and "
+                              "comes back)");
+            goto out;
+        }
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p > lo && !fi->in_s[p]) anc[p] = 1;
+        }
+    }
+out:
+    free(desc);
+    free(anc);
+    return st;
+}
+
+ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
+                             rw_fission_info *fi, ir_diag *d) {
+    memset(fi, 0, sizeof *fi);
+    fi->comp = -1;
+    IR_ASSERT(dg->n_nodes == g->n_nodes && dg->n_values == g->n_values);
+    if (!f->ids || f->n_ids < 1) return ir_diag_set(d, IR_ERR_INVALID, "fission: S is empty");
+    if (f->parts < 1) return ir_diag_set(d, IR_ERR_INVALID, "fission: %d parts", f->parts);
+    for (int j = 1; j < f->n_ids; j++)
+        if (f->ids[j] <= f->ids[j - 1])
+            return ir_diag_set(d, IR_ERR_INVALID,
+                               "fission: ids of S not sorted ascending (%u after %u)", f->ids[j],
+                               f->ids[j - 1]);
+    int *map = rw_id_index(g);
+    fi->s = malloc(sizeof(int) * (size_t)f->n_ids);
+    fi->in_s = calloc((size_t)g->n_nodes + 1, 1);
+    ir_status st = IR_OK;
+    if (!map || !fi->s || !fi->in_s) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory checking a fission");
+        goto out;
+    }
+    for (int j = 0; j < f->n_ids; j++) {
+        int i = f->ids[j] < g->next_node_id ? map[f->ids[j]] : -1;
+        if (i < 0) {
+            st = ir_diag_set(d, IR_ERR_INVALID, "fission: no node with id %u in S", f->ids[j]);
+            goto out;
+        }
+        fi->in_s[i] = 1;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (fi->in_s[i]) fi->s[fi->n_s++] = i;
+    if ((fi->comp = seed_comp(g, dg, f, map, d)) < 0) {
+        st = IR_ERR_INVALID;
+        goto out;
+    }
+    fi->len = rw_dgraph_comp_length(dg, fi->comp);
+    if (fi->len <= 0) {
+        st = ir_diag_set(d, IR_ERR_INVALID,
+                         "fission: the dimensions of D differ in length (or D has none)");
+        goto out;
+    }
+    if (fi->len % f->parts) {
+        st = ir_diag_set(d, IR_ERR_INVALID, "fission: %d parts do not divide D's length %lld",
+                         f->parts, (long long)fi->len);
+        goto out;
+    }
+    for (int j = 0; j < fi->n_s && st == IR_OK; j++) st = check_node(g, dg, fi->s[j], fi->comp, d);
+    for (int j = 0; j < fi->n_s && st == IR_OK; j++)
+        st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, d);
+    if (st == IR_OK && !slices_something(g, dg, fi))
+        st = ir_diag_set(d, IR_ERR_INVALID,
+                         "fission: S reads no input split along D (its parts would be identical)");
+    if (st == IR_OK) st = check_connected(g, fi, d);
+    if (st == IR_OK) st = check_convex(g, fi, d);
+out:
+    free(map);
+    return st;
+}
+
+ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
+                           ir_diag *d) {
+    rw_fission_info fi;
+    ir_status st = rw_fission_analyze(g, dg, f, &fi, d);
+    rw_fission_info_free(&fi);
+    return st;
+}

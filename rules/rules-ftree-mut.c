@@ -1,0 +1,141 @@
+/* rules-ftree-mut.c - the F-Tree mutation rules of MAGIS 5.1 (enable, lift, disable, mutate) on
+ * a fission configuration (one n per tree node, 1 = disabled), and the enabled fissions a
+ * configuration stands for.
+ *
+ * Invariant kept by every rule: the enabled nodes have pairwise disjoint S. So no enabled node
+ * has an enabled ancestor or descendant (a parent's S contains its children's), and nodes of
+ * different components (separate roots whose S may still overlap) are never enabled over the
+ * same graph nodes. Why magpie does not nest fissions, as the paper's enabling of the parent of
+ * an enabled node would: rw_fission_apply takes disjoint S and tags every node with one
+ * (group, parts) pair; a split inside a split would need a one-copy graph of a one-copy graph and
+ * an accounting of parts within parts. The same graphs are still reached: lift moves a split up
+ * to the parent, and mutate raises its n. */
+#include "rules.h"
+
+#include <string.h>
+
+static int64_t least_divisor(int64_t len) {
+    for (int64_t d = 2; d <= len; d++)
+        if (len % d == 0) return d;
+    return 0;
+}
+
+/* The next n above cur that divides len (MAGIS figure 7(d): 2, 3, 4, 6, 12 for 12); 0 if none. */
+static int64_t next_divisor(int64_t len, int64_t cur) {
+    for (int64_t d = cur + 1; d <= len; d++)
+        if (len % d == 0) return d;
+    return 0;
+}
+
+static bool overlap(const rw_fission *a, const rw_fission *b) {
+    if (!a->n_ids || !b->n_ids || a->ids[a->n_ids - 1] < b->ids[0] ||
+        b->ids[b->n_ids - 1] < a->ids[0])
+        return false;
+    int i = 0, j = 0;
+    while (i < a->n_ids && j < b->n_ids) {
+        if (a->ids[i] == b->ids[j]) return true;
+        if (a->ids[i] < b->ids[j])
+            i++;
+        else
+            j++;
+    }
+    return false;
+}
+
+/* Node i may become enabled when its S meets no enabled node's but skip's (the node a lift
+ * disables; -1 for none). This covers "no enabled ancestor or descendant": S is never empty, so
+ * tree relatives always overlap. */
+static bool free_to_enable(const rw_ftree *t, const int *config, int i, int skip) {
+    for (int j = 0; j < t->n; j++)
+        if (j != i && j != skip && config[j] > 1 && overlap(&t->nodes[i].f, &t->nodes[j].f))
+            return false;
+    return true;
+}
+
+static bool is_leaf(const rw_ftree *t, int i) {
+    for (int j = 0; j < t->n; j++)
+        if (t->nodes[j].parent == i) return false;
+    return true;
+}
+
+static bool has_enabled_descendant(const rw_ftree *t, const int *config, int i) {
+    for (int j = 0; j < t->n; j++) {
+        if (j == i || config[j] <= 1) continue;
+        for (int a = t->nodes[j].parent; a >= 0; a = t->nodes[a].parent)
+            if (a == i) return true;
+    }
+    return false;
+}
+
+/* Whether r applies to config; if so, the node it enables (or changes) and its new n go to
+ * *node, *n (the node a lift disables is r->node_id). */
+static bool rule_applies(const rw_ftree *t, const int *config, const rw_rewrite *r, int *node,
+                         int64_t *n) {
+    if (r->node_id >= (uint32_t)t->n) return false;
+    int i = (int)r->node_id;
+    const rw_ftree_node *f = &t->nodes[i];
+    switch (r->kind) {
+    case RW_FT_ENABLE:
+        /* a disabled leaf, disjoint from every enabled node (so without enabled ancestors):
+         * splits start small, lift then moves them towards the root */
+        if (config[i] != 1 || !is_leaf(t, i) || !free_to_enable(t, config, i, -1)) return false;
+        *node = i;
+        *n = least_divisor(f->dim_len);
+        return *n > 0;
+    case RW_FT_LIFT: {
+        int p = f->parent;
+        if (config[i] <= 1 || p < 0 || config[p] != 1 || !free_to_enable(t, config, p, i))
+            return false;
+        int64_t plen = t->nodes[p].dim_len;
+        *node = p;
+        *n = plen % config[i] == 0 ? config[i] : least_divisor(plen);
+        return *n > 0;
+    }
+    case RW_FT_DISABLE:
+        if (config[i] <= 1 || has_enabled_descendant(t, config, i)) return false;
+        *node = i;
+        *n = 1;
+        return true;
+    case RW_FT_MUTATE:
+        if (config[i] <= 1) return false;
+        *node = i;
+        *n = next_divisor(f->dim_len, config[i]);
+        return *n > 0 && *n <= INT32_MAX;
+    default: return false;
+    }
+}
+
+int rw_ftree_mutations(const rw_ftree *t, const int *config, rw_rewrite *out, int max) {
+    static const int kinds[] = {RW_FT_ENABLE, RW_FT_LIFT, RW_FT_DISABLE, RW_FT_MUTATE};
+    int k = 0;
+    if (!t) return 0;
+    for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++)
+        for (int i = 0; i < t->n && k < max; i++) {
+            rw_rewrite r = {.kind = kinds[q], .node_id = (uint32_t)i};
+            int node;
+            int64_t n;
+            if (rule_applies(t, config, &r, &node, &n)) out[k++] = r;
+        }
+    return k;
+}
+
+bool rw_ftree_mutate(const rw_ftree *t, const int *config, const rw_rewrite *r, int *new_config) {
+    int node;
+    int64_t n;
+    if (!t || !rule_applies(t, config, r, &node, &n)) return false;
+    if (new_config != config) memcpy(new_config, config, (size_t)t->n * sizeof *config);
+    if (r->kind == RW_FT_LIFT) new_config[r->node_id] = 1;
+    new_config[node] = (int)n;
+    return true;
+}
+
+int rw_ftree_enabled(const rw_ftree *t, const int *config, rw_fission *out) {
+    int k = 0;
+    for (int i = 0; t && i < t->n; i++) {
+        IR_ASSERT(config[i] >= 1);
+        if (config[i] == 1) continue;
+        out[k] = t->nodes[i].f;
+        out[k++].parts = config[i];
+    }
+    return k;
+}

@@ -1,0 +1,182 @@
+/* sched-fission.c - what sched/ needs to count in-place chains and fission groups (sched-impl.h,
+ * schedule.h): chain roots, group tags, and the replay of a group's nodes alone, which is the
+ * memory the n-1 other parts of a fission take when the materialized graph runs them one after
+ * another right before the group's first step (rw_fission_materialize).
+ *
+ * Invariants: a replay reads only the graph and the group's node list, and leaves the scratch
+ * arrays (lastg, at, until) all -1 as it found them, so one sfg_groups serves many replays. */
+#include "sched-impl.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sfg_roots(const ir_graph *g, int *root) {
+    for (int v = 0; v < g->n_values; v++) {
+        /* Chains are short (one value per part of a fission), so following them is cheap; the
+         * bound only guards against a malformed graph with a cycle. */
+        int r = v, x, steps = 0;
+        while ((x = ir_value_inplace_of(g, r)) >= 0 && steps++ < g->n_values) r = x;
+        root[v] = r;
+    }
+}
+
+int sfg_node_group(const ir_node *n, int *parts) {
+    *parts = 1;
+    if (n->n_attrs == 0) return -1;
+    int64_t k = ir_attr_int(n, "magpie_fission_group", -1),
+            p = ir_attr_int(n, "magpie_fission_parts", 1);
+    if (k < 0 || k > INT_MAX || p < 2 || p > INT_MAX) return -1;
+    *parts = (int)p;
+    return (int)k;
+}
+
+double sfg_node_seconds(prof_model *cost, const ir_graph *g, const ir_node *n) {
+    int parts;
+    sfg_node_group(n, &parts);
+    return prof_node_seconds(cost, g, n) * parts;
+}
+
+/* The group of the node producing value v, or -1 (residents, untagged producers). */
+static int group_of_value(const sfg_groups *f, const ir_graph *g, int v) {
+    int p = g->values[v].producer;
+    return p >= 0 ? f->of[p] : -1;
+}
+
+ir_status sfg_find(sfg_groups *f, const ir_graph *g, const int *order, const int *root,
+                   ir_diag *d) {
+    memset(f, 0, sizeof *f);
+    int n = g->n_nodes, nv = g->n_values, n_tags = 0;
+    int *tags = NULL;
+    bool any = false;
+    for (int i = 0; i < n && !any; i++) {
+        int parts;
+        any = sfg_node_group(&g->nodes[i], &parts) >= 0;
+    }
+    if (!any) return IR_OK; /* the common case: no group, nothing allocated */
+    size_t sn = (size_t)n + 1, sv = (size_t)nv + 1;
+    f->of = malloc(sizeof(int) * sn);
+    tags = malloc(sizeof(int) * sn);
+    f->parts = malloc(sizeof(int) * sn);
+    f->off = calloc(sn + 1, sizeof(int));
+    f->node = malloc(sizeof(int) * sn);
+    f->ext = calloc(sv, 1);
+    f->lastg = malloc(sizeof(int) * sv);
+    f->at = malloc(sizeof(int) * sv);
+    f->until = malloc(sizeof(int) * sv);
+    if (!f->of || !tags || !f->parts || !f->off || !f->node || !f->ext || !f->lastg || !f->at ||
+        !f->until) {
+        free(tags);
+        sfg_free(f);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the fission groups of %d nodes", n);
+    }
+    /* Groups numbered by first step: walk the order, giving each new tag the next number. A
+     * graph has few groups, so a linear search over the tags seen is enough. */
+    for (int i = 0; i < n; i++) f->of[i] = -1;
+    for (int s = 0; s < n; s++) {
+        int x = order[s], parts, t = sfg_node_group(&g->nodes[x], &parts), k = 0;
+        if (t < 0) continue;
+        while (k < n_tags && tags[k] != t) k++;
+        if (k == n_tags) {
+            tags[n_tags++] = t;
+            f->parts[k] = parts;
+        }
+        f->of[x] = k;
+        f->off[k + 1]++;
+    }
+    f->n = n_tags;
+    for (int k = 0; k < n_tags; k++) f->off[k + 1] += f->off[k];
+    int *cur = tags; /* the tags are numbered now: their array becomes the fill cursors */
+    for (int k = 0; k < n_tags; k++) cur[k] = f->off[k];
+    for (int s = 0; s < n; s++) {
+        int x = order[s];
+        if (f->of[x] >= 0) f->node[cur[f->of[x]]++] = x;
+    }
+    free(tags);
+    for (int v = 0; v < nv; v++) f->lastg[v] = f->at[v] = f->until[v] = -1;
+    /* A chain read by a node outside its producer's group, or holding a graph output, is kept. */
+    for (int y = 0; y < n; y++) {
+        const ir_node *nd = &g->nodes[y];
+        for (int i = 0; i < nd->n_in; i++) {
+            if (nd->in[i] < 0) continue;
+            int r = root[nd->in[i]], k = group_of_value(f, g, r);
+            if (k >= 0 && k != f->of[y]) f->ext[r] = 1;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++) f->ext[root[g->outputs[i]]] = 1;
+    return IR_OK;
+}
+
+void sfg_free(sfg_groups *f) {
+    if (!f) return;
+    free(f->parts);
+    free(f->off);
+    free(f->node);
+    free(f->of);
+    free(f->ext);
+    free(f->lastg);
+    free(f->at);
+    free(f->until);
+    memset(f, 0, sizeof *f);
+}
+
+size_t sfg_replay(sfg_groups *f, const ir_graph *g, const int *root, int k, int *peak_at,
+                  uint8_t *live) {
+    const int *nodes = f->node + f->off[k];
+    int cnt = f->off[k + 1] - f->off[k], pk = -1;
+    /* The last read of each of the group's buffers within the group (reads of any value of a
+     * chain count for its root). */
+    for (int i = 0; i < cnt; i++) {
+        const ir_node *nd = &g->nodes[nodes[i]];
+        for (int j = 0; j < nd->n_in; j++) {
+            if (nd->in[j] < 0) continue;
+            int r = root[nd->in[j]];
+            if (group_of_value(f, g, r) == k) f->lastg[r] = i;
+        }
+    }
+    size_t cur = 0, peak = 0;
+    for (int i = 0; i < cnt; i++) {
+        const ir_node *nd = &g->nodes[nodes[i]];
+        size_t alloc = ir_node_workspace(g, nd);
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) alloc += sched_value_device_bytes(g, nd->out[j]);
+        if (pk < 0 || cur + alloc > peak) {
+            peak = cur + alloc;
+            pk = i;
+        }
+        for (int j = 0; j < nd->n_out; j++) {
+            int o = nd->out[j];
+            size_t b = o >= 0 ? sched_value_device_bytes(g, o) : 0;
+            if (!b) continue;
+            cur += b;
+            f->at[o] = i;
+            f->until[o] = INT_MAX;
+            if (!f->ext[o] && f->lastg[o] < 0) { /* nobody in the group reads it */
+                cur -= b;
+                f->until[o] = i;
+            }
+        }
+        for (int j = 0; j < nd->n_in; j++) {
+            if (nd->in[j] < 0) continue;
+            int r = root[nd->in[j]];
+            if (f->lastg[r] != i || f->ext[r] || f->until[r] != INT_MAX) continue;
+            cur -= sched_value_device_bytes(g, r);
+            f->until[r] = i;
+        }
+    }
+    if (peak_at) *peak_at = pk;
+    /* Marks what was live at the peak, then restores the scratch (every entry set above belongs
+     * to an input or an output of the group's nodes). */
+    for (int i = 0; i < cnt; i++) {
+        const ir_node *nd = &g->nodes[nodes[i]];
+        for (int j = 0; j < nd->n_out; j++) {
+            int o = nd->out[j];
+            if (o < 0) continue;
+            if (live && f->at[o] >= 0 && f->at[o] <= pk && f->until[o] >= pk) live[o] = 1;
+            f->at[o] = f->until[o] = f->lastg[o] = -1;
+        }
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) f->lastg[root[nd->in[j]]] = -1;
+    }
+    return peak;
+}
