@@ -29,7 +29,7 @@ static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) 
         if (shape_only) continue;
         if (!(v->flags & IR_VF_CONST) || (v->flags & IR_VF_PARAM) || !v->blob) return false;
     }
-    size_t total = 0;
+    size_t total = 0, in_bytes = 0;
     bool any_out = false;
     for (int k = 0; k < n->n_out; k++) {
         const ir_value *v = ir_node_out(g, n, k);
@@ -38,6 +38,17 @@ static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) 
         total += ir_value_bytes(v);
         if (total > IR_FOLD_MAX_BYTES) return false;
         any_out = true;
+    }
+    /* A broadcast of a small constant to a large tensor (a training graph's seed gradient,
+     * Expand(1, shape of the output)) stays an op: as a constant it would be resident for the
+     * whole run, while the op allocates it only for its lifetime, and a fission can slice it.
+     * Shape arithmetic (small int64 tensors) still folds. */
+    if (n->op == IR_OP_Expand || n->op == IR_OP_Tile || n->op == IR_OP_ConstantOfShape) {
+        for (int k = 0; k < n->n_in; k++) {
+            const ir_value *v = ir_node_in(g, n, k);
+            if (v) in_bytes += ir_value_bytes(v);
+        }
+        if (total > IR_FOLD_BROADCAST_BYTES && total > 2 * in_bytes) return false;
     }
     return any_out;
 }

@@ -9,6 +9,9 @@
 /* A node whose outputs would exceed this many bytes stays a node: folding it would trade a
  * cheap op for a large weight. */
 #define IR_FOLD_MAX_BYTES ((size_t)64 << 20)
+/* A broadcast (Expand, Tile, ConstantOfShape) whose output exceeds this and twice its inputs
+ * stays a node (ir-fold.c says why). */
+#define IR_FOLD_BROADCAST_BYTES ((size_t)4 << 10)
 
 /* Evaluates node idx when it can be folded (its op has a CPU kernel and is not IR_OPF_RANDOM,
  * and every present input is a constant that is not a trainable parameter; IR_OPF_SHAPE_ONLY

@@ -284,7 +284,8 @@ static ir_status war_edges(const ir_graph *g, int *indeg, int **off, int **succ,
             const ir_node *nd = &g->nodes[r];
             for (int k = 0; k < nd->n_in; k++) {
                 int v = nd->in[k], u = v >= 0 ? owner[v] : -1;
-                if (u < 0 || u == r) continue;
+                /* an ordering-only input (a FissionSlice's buffers) reads no data */
+                if (u < 0 || u == r || ir_input_order_only(nd, k)) continue;
                 if (pass == 0) {
                     cnt[r + 1]++;
                     indeg[u]++;

@@ -182,7 +182,7 @@ static void build_tree(rw_ft_work *w, int n) {
 /* ---------------------------------------------------------------- heat and score */
 
 void rw_ft_analyze(rw_ft_work *w, const ir_graph *g, const int *nodes, int n, const double *hot,
-                   const double *vbytes, const unsigned char *gen, rw_ft_comp *c) {
+                   const double *vbytes, const unsigned char *gen, int anchor, rw_ft_comp *c) {
     IR_ASSERT(n >= 0 && n <= w->cap_n && g->n_nodes == w->cap_n && g->n_values <= w->cap_v);
     for (int i = 0; i < n; i++) {
         IR_ASSERT(i == 0 || nodes[i] > nodes[i - 1]);
@@ -200,12 +200,16 @@ void rw_ft_analyze(rw_ft_work *w, const ir_graph *g, const int *nodes, int n, co
         }
     }
     w->pred_off[n] = e;
-    if (gen) { /* generators hang below the one real source, when there is exactly one */
+    if (gen) { /* generators hang below the anchor, else below the one real source */
         int src = -1, n_src = 0;
         for (int i = 0; i < n; i++) {
             if (gen[nodes[i]] || w->pred_off[i] != w->pred_off[i + 1]) continue;
             n_src++;
             src = i;
+        }
+        if (anchor >= 0 && w->loc[anchor] >= 0) {
+            src = w->loc[anchor];
+            n_src = 1;
         }
         if (n_src == 1) {
             /* rebuild the CSR with one more edge per generator after src (a generator has at

@@ -42,10 +42,11 @@ typedef struct rw_ft_comp {
  * index of g) is the hot-spot bytes node i produces; vbytes[v] (per value) is the bytes value v
  * holds while a part runs (ir_value_bytes for residents, sched_value_device_bytes otherwise).
  * gen (per node index of g; may be NULL) flags the generators of G' (nodes reading nothing that
- * carries the component's dimension): when G' has exactly one other source, each generator
- * after it gets it as its predecessor (rules-ftree.c says why). Fills c. */
+ * carries the component's dimension): each generator after the anchor (a node index of g, used
+ * when it is in G'; -1 for none) or, without one, after G''s only other source gets it as its
+ * predecessor (rules-ftree.c says why). Fills c. */
 void rw_ft_analyze(rw_ft_work *w, const ir_graph *g, const int *nodes, int n, const double *hot,
-                   const double *vbytes, const unsigned char *gen, rw_ft_comp *c);
+                   const double *vbytes, const unsigned char *gen, int anchor, rw_ft_comp *c);
 
 /* Algorithm 1 lines 7-11 on c with L levels: with S_max the largest score (nothing when it is
  * <= 0), node v is at level l = floor(L * score / S_max) (1..L; level L holds exactly the

@@ -52,12 +52,6 @@ static bool free_to_enable(const rw_ftree *t, const int *config, int i, int skip
     return true;
 }
 
-static bool is_leaf(const rw_ftree *t, int i) {
-    for (int j = 0; j < t->n; j++)
-        if (t->nodes[j].parent == i) return false;
-    return true;
-}
-
 static bool has_enabled_descendant(const rw_ftree *t, const int *config, int i) {
     for (int j = 0; j < t->n; j++) {
         if (j == i || config[j] <= 1) continue;
@@ -76,9 +70,14 @@ static bool rule_applies(const rw_ftree *t, const int *config, const rw_rewrite 
     const rw_ftree_node *f = &t->nodes[i];
     switch (r->kind) {
     case RW_FT_ENABLE:
-        /* a disabled leaf, disjoint from every enabled node (so without enabled ancestors):
-         * splits start small, lift then moves them towards the root */
-        if (config[i] != 1 || !is_leaf(t, i) || !free_to_enable(t, config, i, -1)) return false;
+        /* a disabled node disjoint from every enabled node (so without enabled ancestors or
+         * descendants). MAGIS enables leaves only and lifts from there, so that splits start
+         * small; but a leaf of a training graph's F-Tree may split a sub-graph whose parts
+         * cost more than they save (its assembled outputs outweigh its halved interior), and
+         * then relaxed acceptance prunes the leaf and with it every lift towards the split that
+         * pays. The tree has tens of nodes, so magpie offers every free node and lets the
+         * best-first order try the small ones too. */
+        if (config[i] != 1 || !free_to_enable(t, config, i, -1)) return false;
         *node = i;
         *n = least_divisor(f->dim_len);
         return *n > 0;

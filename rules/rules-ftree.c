@@ -25,10 +25,14 @@
  *  - generators are not entries: a node of G' that reads nothing carrying D (the backward's seed
  *    gradient, an Expand of the constant 1 to the loss input's shape) creates the dimension
  *    from constants. As a source of G' it would cut the forward off from the backward in the
- *    dominator tree, though it needs no input memory at all. So when G' has exactly one other
- *    source (the data input's stand-in), the generators hang below it in the dominator
- *    analysis, and an S below it takes them in like any other node (they are sliced with the
- *    part; rw_fission_check allows them). */
+ *    dominator tree, though it needs no input memory at all. In a training graph the seed
+ *    logically follows the loss (it is d loss / d loss), so generators hang below the loss
+ *    node in the dominator analysis; elsewhere below G''s only other source (the data input's
+ *    stand-in) when there is one. An S below it takes them in like any other node (they are
+ *    sliced with the part; rw_fission_check allows them). With the seed below the loss, the
+ *    backward of layers k..L is dominated by the forward activation entering layer k: the
+ *    suffixes (forward and backward of the last layers) that MAGIS's training-graph fissions
+ *    split. */
 #include "rules-ftree-impl.h"
 
 #include <stdlib.h>
@@ -92,6 +96,7 @@ static bool seed_of(const ir_graph *g, const rw_dgraph *dg, int i, int comp, ft_
 /* Per-node scratch: the generator flags of the component being analyzed. */
 typedef struct ft_readers {
     unsigned char *gen;
+    int anchor; /* the loss node of a training graph, -1 otherwise */
     int *piece, *size; /* largest_piece's union-find, -1 between calls */
 } ft_readers;
 
@@ -100,6 +105,11 @@ static bool readers_init(ft_readers *r, const ir_graph *g) {
     r->piece = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     r->size = calloc((size_t)g->n_nodes + 1, sizeof(int));
     if (!r->gen || !r->piece || !r->size) return false;
+    /* ir_build_training's graphs: output 0 is "loss"; the seed gradient d loss / d loss is a
+     * generator that logically follows it */
+    r->anchor = -1;
+    if (g->n_outputs > 0 && strcmp(g->values[g->outputs[0]].name, "loss") == 0)
+        r->anchor = g->values[g->outputs[0]].producer;
     for (int i = 0; i < g->n_nodes; i++) r->piece[i] = -1;
     return true;
 }
@@ -165,7 +175,7 @@ static bool component_candidates(ft_build *b, const ir_graph *g, const rw_dgraph
                                  const double *vbytes, int *sel, int *sub, ft_readers *rd) {
     for (int i = 0; i < n; i++) rd->gen[nodes[i]] = is_generator(g, dg, nodes[i], comp);
     rw_ft_comp c;
-    rw_ft_analyze(w, g, nodes, n, hot, vbytes, rd->gen, &c);
+    rw_ft_analyze(w, g, nodes, n, hot, vbytes, rd->gen, rd->anchor, &c);
     for (int i = 0; i < n; i++) rd->gen[nodes[i]] = 0;
     int k = rw_ft_select(w, &c, L, sel);
     for (int s = 0; s < k; s++) {

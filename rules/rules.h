@@ -250,7 +250,8 @@ void rw_ftree_free(rw_ftree *t); /* NULL-safe */
  * share a graph node. (magpie does not nest fissions: the paper's enabling of the parent of an
  * enabled node would split a split, so enabling a parent is only done by lift, which moves the
  * split up.)
- *  - enable: a disabled leaf whose S meets no enabled node's S (so without enabled ancestors);
+ *  - enable: a disabled node whose S meets no enabled node's S (so without enabled ancestors
+ *    or descendants; MAGIS enables leaves only, rules-ftree-mut.c says why magpie does not);
  *    n = the least divisor >= 2 of dim_len;
  *  - lift: an enabled node with a parent whose S meets no other enabled node's S: the node is
  *    disabled and its parent enabled with the same n (when n divides the parent's dim_len,

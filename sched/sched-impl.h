@@ -196,7 +196,8 @@ ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_di
 void sfg_roots(const ir_graph *g, int *root);
 /* n's group tag when it is tagged with >= 2 parts, else -1; *parts receives n (1 if none). */
 int sfg_node_group(const ir_node *n, int *parts);
-/* prof_node_seconds times the node's parts: the simulator's duration of a compute node. */
+/* prof_node_seconds times the node's parts: the compute time a node of a fission group stands
+ * for (sched_place_swaps's estimate; the simulator runs the other parts as one block). */
 double sfg_node_seconds(prof_model *cost, const ir_graph *g, const ir_node *n);
 
 /* The fission groups of g under an order: numbered 0..n-1 by their first step. */

@@ -3,8 +3,10 @@
  *
  * Timing model: two streams.
  *  - The compute stream runs every op but Store and Load one after another, each for
- *    prof_node_seconds; a node of a fission group (schedule.h) stands for its n parts, which run
- *    one after another: its duration counts n times.
+ *    prof_node_seconds. A fission group (schedule.h) stands for its n parts: the n-1 others run
+ *    as one block on the compute stream right before the group's first slice, once the values
+ *    the group reads from outside are ready, exactly where rw_fission_materialize puts them; so
+ *    the one-copy graph's timeline is the materialized graph's, swaps around it included.
  *  - The copy stream runs Store and Load one after another, each for prof_transfer_seconds of the
  *    tensor it moves, overlapping compute.
  *  - Every op starts once its stream is free and its inputs are ready; a value is ready when its
@@ -57,9 +59,61 @@ static size_t host_bytes_per_step(const ir_graph *g, const sched_memory *m, size
     return peak;
 }
 
+/* The replay blocks of the fission groups: at[s] = the group whose first slice is step s (-1
+ * elsewhere; at is NULL when g has no group), seconds[k] = (n-1) times the group's one-part
+ * cost. */
+typedef struct replay_blocks {
+    sfg_groups f;
+    int *root, *at;
+    double *seconds;
+} replay_blocks;
+
+static void replay_blocks_free(replay_blocks *rb) {
+    sfg_free(&rb->f);
+    free(rb->root);
+    free(rb->at);
+    free(rb->seconds);
+    memset(rb, 0, sizeof *rb);
+}
+
+static ir_status find_replay_blocks(const ir_graph *g, const int *order, prof_model *cost,
+                                    replay_blocks *rb, ir_diag *d) {
+    memset(rb, 0, sizeof *rb);
+    if (!(rb->root = malloc(sizeof(int) * ((size_t)g->n_values + 1))))
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating the fission groups");
+    sfg_roots(g, rb->root);
+    ir_status st = sfg_find(&rb->f, g, order, rb->root, d);
+    if (st != IR_OK || rb->f.n == 0) return st;
+    int n = g->n_nodes, *pos = malloc(sizeof(int) * ((size_t)n + 1));
+    rb->at = malloc(sizeof(int) * ((size_t)n + 1));
+    rb->seconds = calloc((size_t)rb->f.n, sizeof(double));
+    if (!pos || !rb->at || !rb->seconds) {
+        free(pos);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating the fission groups");
+    }
+    for (int s = 0; s < n; s++) {
+        pos[order[s]] = s;
+        rb->at[s] = -1;
+    }
+    for (int k = 0; k < rb->f.n; k++) {
+        int first = -1; /* as sched_memory_compute: the group starts at its first slice */
+        for (int j = rb->f.off[k]; j < rb->f.off[k + 1]; j++) {
+            const ir_node *x = &g->nodes[rb->f.node[j]];
+            rb->seconds[k] += prof_node_seconds(cost, g, x);
+            if (first < 0 && x->op == IR_OP_FissionSlice) first = rb->f.node[j];
+        }
+        if (first < 0) first = rb->f.node[rb->f.off[k]];
+        rb->seconds[k] *= rb->f.parts[k] - 1;
+        rb->at[pos[first]] = k;
+    }
+    free(pos);
+    return IR_OK;
+}
+
 ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, sched_sim *out,
                          ir_diag *d) {
     memset(out, 0, sizeof *out);
+    replay_blocks rb = {0};
     sched_memory m;
     ir_status st = sched_memory_compute(g, order, &m, d);
     if (st != IR_OK) return st;
@@ -81,9 +135,23 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     out->n_steps = n;
     for (int v = 0; v < g->n_values; v++) ready[v] = 0.0;
 
+    if ((st = find_replay_blocks(g, order, cost, &rb, d)) != IR_OK) goto out;
     double compute_free = 0.0, copy_free = 0.0, last_compute_end = 0.0, latency = 0.0;
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
+        if (rb.at && rb.at[s] >= 0) { /* the other parts of group rb.at[s] */
+            int k = rb.at[s];
+            double t_ext = 0.0;
+            for (int j = rb.f.off[k]; j < rb.f.off[k + 1]; j++) {
+                const ir_node *x = &g->nodes[rb.f.node[j]];
+                for (int i = 0; i < x->n_in; i++) {
+                    int v = x->in[i], p = v >= 0 ? g->values[v].producer : -1;
+                    if (v >= 0 && (p < 0 || rb.f.of[p] != k) && ready[v] > t_ext) t_ext = ready[v];
+                }
+            }
+            double b0 = t_ext > compute_free ? t_ext : compute_free;
+            compute_free = last_compute_end = b0 + rb.seconds[k];
+        }
         double t = 0.0;
         for (int i = 0; i < nd->n_in; i++)
             if (nd->in[i] >= 0 && ready[nd->in[i]] > t) t = ready[nd->in[i]];
@@ -95,7 +163,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
             copy_free = end;
         } else {
             start = t > compute_free ? t : compute_free;
-            end = start + sfg_node_seconds(cost, g, nd);
+            end = start + prof_node_seconds(cost, g, nd);
             compute_free = last_compute_end = end;
         }
         for (int i = 0; i < nd->n_out; i++)
@@ -109,6 +177,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     out->peak_device_bytes = m.peak_bytes;
     out->peak_host_bytes = host_bytes_per_step(g, &m, out->host_bytes, delta);
 out:
+    replay_blocks_free(&rb);
     sched_memory_free(&m);
     free(own);
     free(ready);

@@ -7,7 +7,8 @@
  *  - a Store goes right after the producer of its input (slot 0 for a resident input; a Store of
  *    a value a swap op produced shares that op's slot, after it);
  *  - a Load goes before its first user, moved earlier one compute op at a time until the compute
- *    time of the ops it has passed (sfg_node_seconds, as the simulator counts it) covers its
+ *    time of the ops it has passed (sfg_node_seconds: a fission group's node counts its n parts,
+ *    which the simulator runs as a block at the group's first slice, close enough here) covers its
  *    transfer time (prof_transfer_seconds): in the simulator (sched-sim.c) a swap op starts
  *    after the compute op before it ends, so exactly those ops overlap the transfer. It never
  *    moves before the slot of the op that produces its input (its Store).

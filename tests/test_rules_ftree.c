@@ -134,7 +134,7 @@ static void test_heat_score_random(void **state) {
                 }
             }
             rw_ft_comp c;
-            rw_ft_analyze(w, g, nodes, n, hot, vb, NULL, &c);
+            rw_ft_analyze(w, g, nodes, n, hot, vb, NULL, -1, &c);
             assert_int_equal(c.n, n);
             int e = 0;
             for (int v = 0; v < n; v++) {
@@ -237,7 +237,7 @@ static void test_select_intervals(void **state) {
     int nodes[8] = {0, 1, 2, 3, 4, 5, 6, 7}, sel[8], sub[8];
     rw_ft_work *w = rw_ft_work_new(g);
     rw_ft_comp c;
-    rw_ft_analyze(w, g, nodes, 8, hot, vb, NULL, &c);
+    rw_ft_analyze(w, g, nodes, 8, hot, vb, NULL, -1, &c);
     const int idom[8] = {-1, 0, 1, 2, 0, 4, 5, 0};
     const double heat[8] = {28, 12, 8, 0, 8, 8, 0, 0}, score[8] = {12, 6, 3, 0, 4, 3, 0, 0};
     for (int v = 0; v < 8; v++) {
@@ -265,7 +265,7 @@ static void test_select_intervals(void **state) {
     assert_int_equal(sel[1], 0);
     /* all scores <= 0: nothing (line 8) */
     for (int i = 0; i < 8; i++) vb[o[i]] = 100;
-    rw_ft_analyze(w, g, nodes, 8, hot, vb, NULL, &c);
+    rw_ft_analyze(w, g, nodes, 8, hot, vb, NULL, -1, &c);
     assert_true(c.score[0] < 0);
     assert_int_equal(rw_ft_select(w, &c, 4, sel), 0);
     rw_ft_work_free(w);
@@ -316,10 +316,12 @@ static bool mut(const int *config, int kind, int node, int *out) {
 static void test_mutation_rules(void **state) {
     (void)state;
     int c[5] = {1, 1, 1, 1, 1}, d[5];
-    /* only disabled leaves can be enabled: t0 and t1 have children */
-    expect_mutations(c, "E2 E3 E4");
-    assert_false(mut(c, RW_FT_ENABLE, 0, d));
-    assert_false(mut(c, RW_FT_ENABLE, 1, d));
+    /* every free node can be enabled, the inner t0 and t1 too (rules-ftree-mut.c: magpie does
+     * not restrict enable to leaves) */
+    expect_mutations(c, "E0 E1 E2 E3 E4");
+    assert_true(mut(c, RW_FT_ENABLE, 0, d));
+    assert_int_equal(d[0], 2);
+    assert_true(mut(c, RW_FT_ENABLE, 1, d));
     assert_false(mut(c, RW_FT_LIFT, 3, d));    /* not enabled */
     assert_false(mut(c, RW_FT_DISABLE, 3, d)); /* not enabled */
     assert_false(mut(c, RW_FT_MUTATE, 3, d));  /* not enabled */
@@ -370,7 +372,7 @@ static void test_mutation_rules(void **state) {
     int f[5] = {1, 1, 1, 1, 1};
     assert_true(mut(f, RW_FT_ENABLE, 4, f));
     assert_int_equal(f[4], 7);
-    expect_mutations(f, "E3 D4"); /* t2 overlaps t4 (id 7); t3 does not */
+    expect_mutations(f, "E1 E3 D4"); /* t0 and t2 overlap t4 (id 7); t1 and t3 do not */
 
     /* rw_ftree_enabled: the enabled fissions with their n, sharing the tree's ids */
     int g[5] = {1, 1, 3, 6, 1};

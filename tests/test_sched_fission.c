@@ -335,7 +335,8 @@ static void test_rows_fission(void **state) {
     }
 }
 
-/* Each tagged node's simulated duration is n times its cost; untagged ones once. */
+/* Every node runs once for its cost; the n-1 other parts of the group run as one block of
+ * (n-1) x the group's cost on the compute stream right before its first slice. */
 static void test_sim_durations(void **state) {
     (void)state;
     int x, w;
@@ -345,15 +346,23 @@ static void test_sim_durations(void **state) {
     assert_non_null(cost);
     sched_sim s;
     assert_int_equal(sched_simulate(g, NULL, cost, &s, &d), IR_OK);
-    int tagged = 0;
+    int tagged = 0, first_slice = -1;
+    double group = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *nd = &g->nodes[i];
-        int k = ir_attr_int(nd, "magpie_fission_parts", 1) > 1 ? 4 : 1;
-        tagged += k == 4;
-        double want = k * prof_node_seconds(cost, g, nd), got = s.end_s[i] - s.start_s[i];
+        bool in_group = ir_attr_int(nd, "magpie_fission_parts", 1) > 1;
+        tagged += in_group;
+        if (in_group) group += prof_node_seconds(cost, g, nd);
+        if (first_slice < 0 && nd->op == IR_OP_FissionSlice) first_slice = i;
+        double want = prof_node_seconds(cost, g, nd), got = s.end_s[i] - s.start_s[i];
         if (fabs(got - want) > 1e-12 * want) fail_msg("%s: %g s, expected %g", nd->name, got, want);
     }
     assert_int_equal(tagged, 4);
+    assert_true(first_slice > 0);
+    /* the eager order runs the nodes in index order, each right after the one before */
+    double gap = s.start_s[first_slice] - s.end_s[first_slice - 1];
+    if (fabs(gap - 3 * group) > 1e-12 * group)
+        fail_msg("block before the first slice: %g s, expected %g", gap, 3 * group);
     sched_sim_free(&s);
     prof_close(cost);
     ir_graph_free(g);
