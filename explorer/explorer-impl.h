@@ -61,6 +61,9 @@ typedef struct xs_worker {
 } xs_worker;
 
 #define XS_MAX_CANDIDATES 1024
+/* Remat/swap children per expansion: the ones moving or recomputing the most bytes
+ * (xp-search.c, list_children). */
+#define XS_MAX_SCHED_CHILDREN 48
 #define XS_TOUCHED_CAP (2 * RW_MAX_FISSION_TOUCHED + RW_MAX_TOUCHED)
 
 typedef struct xs_ctx {

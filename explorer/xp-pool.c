@@ -164,22 +164,6 @@ static bool heap_push(xp_worker *w, xp_node *x) {
     return true;
 }
 
-static xp_node *heap_pop(xp_worker *w) {
-    if (w->heap_n == 0) return NULL;
-    xp_node *top = w->heap[0], *x = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && node_less(w->pool, w->heap[c + 1], w->heap[c])) c++;
-        if (!node_less(w->pool, w->heap[c], x)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = x;
-    return top;
-}
-
 /* Removes w->heap[i] (sift up, then down, the element moved into its place). */
 static void heap_remove_at(xp_worker *w, size_t i) {
     size_t n = --w->heap_n;
@@ -200,6 +184,13 @@ static void heap_remove_at(xp_worker *w, size_t i) {
         i = c;
     }
     w->heap[i] = x;
+}
+
+static xp_node *heap_pop(xp_worker *w) {
+    if (w->heap_n == 0) return NULL;
+    xp_node *top = w->heap[0];
+    heap_remove_at(w, 0);
+    return top;
 }
 
 /* Index of the heap's worst element (heap_n > 0): every non-leaf has a worse child, so it is

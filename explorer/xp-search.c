@@ -90,21 +90,61 @@ static bool crosses_fission(const xs_mat *m, const rw_rewrite *r) {
     return has_user && id_in(m, r->user_id);
 }
 
-/* The children of m, in a fixed order: remat/swap candidates at G_e's hot-spots, substitutions
- * on G_b, F-Tree mutations. */
+/* Bytes a schedule rewrite moves or recomputes: the value it names (the node's output 0 for
+ * the inverses), 0 when the node is gone. */
+static size_t rewrite_bytes(const ir_graph *g, const rw_rewrite *r) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->id != r->node_id) continue;
+        int k = (r->kind == RW_REMAT || r->kind == RW_SWAP) ? r->value : 0;
+        return k < nd->n_out && nd->out[k] >= 0 ? ir_value_bytes(&g->values[nd->out[k]]) : 0;
+    }
+    return 0;
+}
+
+typedef struct ranked {
+    size_t bytes;
+    int at;
+} ranked;
+
+static int cmp_ranked(const void *pa, const void *pb) {
+    const ranked *a = pa, *b = pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at); /* stable: deterministic */
+}
+
+/* Keeps the XS_MAX_SCHED_CHILDREN largest of the n schedule rewrites in cand (their order among
+ * themselves kept); returns the count. */
+static int keep_largest(const ir_graph *g, rw_rewrite *cand, int n) {
+    if (n <= XS_MAX_SCHED_CHILDREN) return n;
+    ranked *rk = malloc(sizeof(ranked) * (size_t)n);
+    if (!rk) return XS_MAX_SCHED_CHILDREN;
+    for (int i = 0; i < n; i++) rk[i] = (ranked){rewrite_bytes(g, &cand[i]), i};
+    qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
+    unsigned char *keep = calloc((size_t)n, 1);
+    int k = 0;
+    if (keep) {
+        for (int i = 0; i < XS_MAX_SCHED_CHILDREN; i++) keep[rk[i].at] = 1;
+        for (int i = 0; i < n; i++)
+            if (keep[i]) cand[k++] = cand[i];
+    } else {
+        k = XS_MAX_SCHED_CHILDREN;
+    }
+    free(keep);
+    free(rk);
+    return k;
+}
+
+/* The children of m, in a fixed order: F-Tree mutations (few, and the big steps), substitutions
+ * on G_b, then remat/swap candidates at G_e's hot-spots. A training graph's peak holds hundreds
+ * of hot-spots, each with several users: evaluating every candidate (an incremental re-schedule
+ * each) would make a search of a minute a handful of expansions deep. So, in the spirit of H2,
+ * only the XS_MAX_SCHED_CHILDREN candidates that move or recompute the most bytes are kept. */
 static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag *d) {
     unsigned rules = c->o->rules;
     int n = 0;
-    if (rules & (XS_RULE_REMAT | XS_RULE_SWAP)) {
-        sched_memory mem = {0};
-        if (sched_memory_compute(m->ge->g, m->order, &mem, d) == IR_OK) {
-            int k = rw_candidates(m->ge->g, &mem, w->cand, XS_MAX_CANDIDATES);
-            for (int i = 0; i < k; i++)
-                if (family_enabled(rules, w->cand[i].kind) && !crosses_fission(m, &w->cand[i]))
-                    w->cand[n++] = w->cand[i];
-            sched_memory_free(&mem);
-        }
-    }
+    if ((rules & XS_RULE_FISSION) && c->ft && c->ft->n > 0)
+        n += rw_ftree_mutations(c->ft, m->config, w->cand + n, XS_MAX_CANDIDATES - n);
     if (rules & XS_RULE_SUBST) {
         int k = rw_subst_candidates(m->gb->g, w->cand + n, XS_MAX_CANDIDATES - n);
         int kept = 0;
@@ -112,8 +152,18 @@ static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag
             if (!crosses_fission(m, &w->cand[n + i])) w->cand[n + kept++] = w->cand[n + i];
         n += kept;
     }
-    if ((rules & XS_RULE_FISSION) && c->ft && c->ft->n > 0)
-        n += rw_ftree_mutations(c->ft, m->config, w->cand + n, XS_MAX_CANDIDATES - n);
+    if (rules & (XS_RULE_REMAT | XS_RULE_SWAP)) {
+        sched_memory mem = {0};
+        if (sched_memory_compute(m->ge->g, m->order, &mem, d) == IR_OK) {
+            rw_rewrite *sc = w->cand + n;
+            int k = rw_candidates(m->ge->g, &mem, sc, XS_MAX_CANDIDATES - n), kept = 0;
+            for (int i = 0; i < k; i++)
+                if (family_enabled(rules, sc[i].kind) && !crosses_fission(m, &sc[i]))
+                    sc[kept++] = sc[i];
+            n += keep_largest(m->ge->g, sc, kept);
+            sched_memory_free(&mem);
+        }
+    }
     return n;
 }
 

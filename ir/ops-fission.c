@@ -6,9 +6,12 @@
  *  - FissionSlice(x, buf...) -> part: part `index` of `parts` equal parts of x along `axis`. The
  *    inputs after x are ordering-only (ir_input_order_only): they make every buffer of the group
  *    exist before its first part starts, and the kernel never reads them.
- *  - FissionAssemble(buf, part) -> buf': part written into slot `index` of buf along `axis`.
- *  - FissionAccumulate(buf, part) -> buf': buf + part (an output of S summed over the split
- *    reduce axis, e.g. a weight gradient over the batch).
+ *  - FissionAssemble(buf, part[, after]) -> buf': part written into slot `index` of buf along
+ *    `axis`.
+ *  - FissionAccumulate(buf, part[, after]) -> buf': buf + part (an output of S summed over the
+ *    split reduce axis, e.g. a weight gradient over the batch).
+ *    The optional third input is ordering-only: the group's first slice, so that no part writes
+ *    a buffer before the group starts (a part computed from generators alone could).
  *
  * Assemble and Accumulate are IR_OPF_INPLACE: their output takes over the buffer (ir.h), so the
  * n parts of a materialized fission fill one allocation. Their kernels also work when the output
@@ -19,7 +22,8 @@
 #include "ir-impl.h"
 
 bool ir_input_order_only(const ir_node *n, int i) {
-    return n->op == IR_OP_FissionSlice && i >= 1;
+    if (n->op == IR_OP_FissionSlice) return i >= 1;
+    return (n->op == IR_OP_FissionAssemble || n->op == IR_OP_FissionAccumulate) && i >= 2;
 }
 
 /* ---------------------------------------------------------------- shared checks */
@@ -250,7 +254,7 @@ static double accumulate_flops(const ir_graph *g, const ir_node *n) {
 IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .infer = buffer_infer, .kernel = buffer_kernel);
 IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .infer = slice_infer, .kernel = slice_kernel,
                  .bytes = slice_bytes);
-IR_MAGPIE_OP_DEF(FissionAssemble, 2, 2, 1, 1, .flags = IR_OPF_INPLACE, .infer = assemble_infer,
+IR_MAGPIE_OP_DEF(FissionAssemble, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = assemble_infer,
                  .kernel = assemble_kernel, .bytes = assemble_bytes);
-IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 2, 1, 1, .flags = IR_OPF_INPLACE, .infer = accumulate_infer,
+IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = accumulate_infer,
                  .flops = accumulate_flops, .kernel = accumulate_kernel);

@@ -68,7 +68,8 @@ typedef struct fis_work {
     int n_outs;
     int *ordering; /* ordering-only inputs of every slice: buffers, then produced inputs */
     int n_ordering;
-    int *slice_in; /* scratch: one slice's inputs */
+    int *slice_in;   /* scratch: one slice's inputs */
+    int first_slice; /* the value of the group's first slice, -1 before it */
     touch_list *touched;
 } fis_work;
 
@@ -209,8 +210,10 @@ static ir_status make_slice(fis_work *w, int x, int dim, ir_diag *d) {
     ir_attr a[3] = {{.name = "axis", .type = IR_ATTR_INT, .i = dim},
                     {.name = "parts", .type = IR_ATTR_INT, .i = w->parts},
                     {.name = "index", .type = IR_ATTR_INT, .i = w->parts - 1}};
-    return add_node(w, IR_OP_FissionSlice, nn, vn, g->values[x].dtype, &s, n_in, in, 3, a, true,
-                    &w->remap[x], d);
+    ir_status st = add_node(w, IR_OP_FissionSlice, nn, vn, g->values[x].dtype, &s, n_in, in, 3, a,
+                            true, &w->remap[x], d);
+    if (st == IR_OK && w->first_slice < 0) w->first_slice = w->remap[x];
+    return st;
 }
 
 static ir_status make_slices(fis_work *w, ir_diag *d) {
@@ -337,11 +340,15 @@ static ir_status assemble(fis_work *w, ir_diag *d) {
         ir_attr a[3] = {{.name = "parts", .type = IR_ATTR_INT, .i = w->parts},
                         {.name = "index", .type = IR_ATTR_INT, .i = w->parts - 1},
                         {.name = "axis", .type = IR_ATTR_INT, .i = o.dim}};
-        int in[2] = {o.buffer, o.value}, whole;
+        /* the first slice is an ordering-only input: a part computed from generators alone (a
+         * bias gradient of the seed) could otherwise write its buffer before the group's first
+         * slice, where the materialized graph runs the other parts (schedule.h) */
+        IR_ASSERT(w->first_slice >= 0); /* rw_fission_check: S slices something */
+        int in[3] = {o.buffer, o.value, w->first_slice}, whole;
         ir_shape s = w->shape0[o.value];
         ir_status st =
             add_node(w, o.dim >= 0 ? IR_OP_FissionAssemble : IR_OP_FissionAccumulate, nn, name,
-                     g->values[o.value].dtype, &s, 2, in, o.dim >= 0 ? 3 : 2, a, true, &whole, d);
+                     g->values[o.value].dtype, &s, 3, in, o.dim >= 0 ? 3 : 2, a, true, &whole, d);
         if (st != IR_OK) return st;
         g->values[o.value].name = ir_graph_strdup(g, part);
         if (!g->values[o.value].name) return nomem(d);
@@ -362,7 +369,8 @@ static ir_status assemble(fis_work *w, ir_diag *d) {
 }
 
 static ir_status apply_one(ir_graph *g, const rw_fission *f, int group, touch_list *t, ir_diag *d) {
-    fis_work w = {.g = g, .f = f, .group = group, .parts = f->parts, .touched = t};
+    fis_work w = {
+        .g = g, .f = f, .group = group, .parts = f->parts, .touched = t, .first_slice = -1};
     ir_status st;
     if (f->parts < 2) {
         st = ir_diag_set(d, IR_ERR_INVALID, "fission %d: %d parts (at least 2 when applied)", group,

@@ -45,6 +45,13 @@ int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals);
  * builds (MAGPIE_DEBUG) and fails if any output changed, then validates. */
 ir_status rw_finish_graph(ir_graph *g, ir_diag *d);
 
+/* Removes the nodes with dead_node[i] != 0 and the values with dead_value[v] != 0 (their blobs
+ * released), compacting value ids; node ids never change. Nobody left may read a dead value,
+ * and every value that had a producer must keep one (asserted): a rewrite re-produces what is
+ * still needed before it commits. */
+ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned char *dead_value,
+                    ir_diag *d);
+
 /* ---------------------------------------------------------------- dimension graph */
 
 /* Vertices: value v's dimension d is vertex voff[v] + d; node i's reduce axis r (1-based) is

@@ -13,9 +13,9 @@
 #include <string.h>
 
 const char *rw_kind_name(int kind) {
-    static const char *const names[RW_KIND_COUNT] = {
-        "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
-        "ft-mutate"};
+    static const char *const names[RW_KIND_COUNT] = {"remat",   "deremat",    "swap",
+                                                     "deswap",  "subst",      "ft-enable",
+                                                     "ft-lift", "ft-disable", "ft-mutate"};
     return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
 }
 
@@ -119,56 +119,17 @@ static void touch(touch_set *t, uint32_t id) {
         t->ids[t->n++] = id;
 }
 
-/* Removes the nodes dead[i] != 0 and their output values (nobody may read them any more),
- * compacting value ids; node ids stay. */
+/* Removes the nodes dead[i] != 0 and their output values (nobody may read them any more). */
 static ir_status remove_nodes(ir_graph *g, const unsigned char *dead, ir_diag *d) {
-    int *remap = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    if (!remap) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
-    for (int v = 0; v < g->n_values; v++) remap[v] = 0;
+    unsigned char *vdead = calloc((size_t)g->n_values + 1, 1);
+    if (!vdead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
     for (int i = 0; i < g->n_nodes; i++)
         if (dead[i])
             for (int k = 0; k < g->nodes[i].n_out; k++)
-                if (g->nodes[i].out[k] >= 0) remap[g->nodes[i].out[k]] = -1;
-    int nv = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        if (remap[v] < 0) {
-            ir_blob_unref(g->values[v].blob);
-            continue;
-        }
-        remap[v] = nv;
-        g->values[nv++] = g->values[v];
-    }
-    g->n_values = nv;
-    int nn = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        ir_node *n = &g->nodes[i];
-        if (dead[i]) {
-            for (int a = 0; a < n->n_attrs; a++) {
-                ir_blob_unref(n->attrs[a].t_blob);
-                n->attrs[a].t_blob = NULL;
-            }
-            continue;
-        }
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) {
-                IR_ASSERT(remap[n->in[k]] >= 0); /* the caller rewired every reader */
-                n->in[k] = remap[n->in[k]];
-            }
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) n->out[k] = remap[n->out[k]];
-        g->nodes[nn++] = *n;
-    }
-    g->n_nodes = nn;
-    for (int i = 0; i < g->n_inputs; i++) g->inputs[i] = remap[g->inputs[i]];
-    for (int i = 0; i < g->n_outputs; i++) {
-        IR_ASSERT(remap[g->outputs[i]] >= 0);
-        g->outputs[i] = remap[g->outputs[i]];
-    }
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++)
-            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
-    free(remap);
-    return IR_OK;
+                if (g->nodes[i].out[k] >= 0) vdead[g->nodes[i].out[k]] = 1;
+    ir_status st = rw_remove(g, dead, vdead, d);
+    free(vdead);
+    return st;
 }
 
 /* A fresh value named after v with suffix and the new node's id (names stay unique). */

@@ -335,9 +335,8 @@ static ir_status commit(sub_edit *e) {
     int nn = g->n_nodes, nv = g->n_values;
     unsigned char *dead = calloc((size_t)nn + 1, 1), *vdead = calloc((size_t)nv + 1, 1),
                   *read = calloc((size_t)nv + 1, 1);
-    int *remap = malloc(sizeof(int) * ((size_t)nv + 1));
     ir_status st = IR_OK;
-    if (!dead || !vdead || !read || !remap) {
+    if (!dead || !vdead || !read) {
         st = nomem(e, "removing nodes");
         goto out;
     }
@@ -371,54 +370,11 @@ static ir_status commit(sub_edit *e) {
         IR_ASSERT(!read[e->dead_val] && !is_output(g, e->dead_val));
         vdead[e->dead_val] = 1;
     }
-    int m = 0;
-    for (int v = 0; v < nv; v++) {
-        if (vdead[v]) {
-            ir_blob_unref(g->values[v].blob);
-            remap[v] = -1;
-            continue;
-        }
-        remap[v] = m;
-        g->values[m++] = g->values[v];
-    }
-    g->n_values = m;
-    int kept = 0;
-    for (int i = 0; i < nn; i++) {
-        ir_node *n = &g->nodes[i];
-        if (dead[i]) {
-            for (int a = 0; a < n->n_attrs; a++) {
-                ir_blob_unref(n->attrs[a].t_blob);
-                n->attrs[a].t_blob = NULL;
-            }
-            continue;
-        }
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) {
-                IR_ASSERT(remap[n->in[k]] >= 0);
-                n->in[k] = remap[n->in[k]];
-            }
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) n->out[k] = remap[n->out[k]];
-        g->nodes[kept++] = *n;
-    }
-    g->n_nodes = kept;
-    for (int i = 0; i < g->n_inputs; i++) g->inputs[i] = remap[g->inputs[i]];
-    for (int i = 0; i < g->n_outputs; i++) g->outputs[i] = remap[g->outputs[i]];
-    /* Producers from scratch: a value that had one and has none now was orphaned by the rule
-     * (an output detached but never re-produced), which validation alone would not see. */
-    for (int v = 0; v < m; v++) {
-        read[v] = g->values[v].producer >= 0; /* reused as "had a producer" */
-        g->values[v].producer = -1;
-    }
-    for (int i = 0; i < kept; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++)
-            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
-    for (int v = 0; v < m; v++) IR_ASSERT(!read[v] || g->values[v].producer >= 0);
+    st = rw_remove(g, dead, vdead, e->d);
 out:
     free(dead);
     free(vdead);
     free(read);
-    free(remap);
     return st;
 }
 

@@ -160,3 +160,64 @@ ir_status rw_finish_graph(ir_graph *g, ir_diag *d) {
 #endif
     return ir_graph_validate(g, d);
 }
+
+ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned char *dead_value,
+                    ir_diag *d) {
+    int nv = g->n_values, nn = g->n_nodes;
+    int *remap = malloc(sizeof(int) * ((size_t)nv + 1));
+    unsigned char *had = malloc((size_t)nv + 1);
+    if (!remap || !had) {
+        free(remap);
+        free(had);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
+    }
+    int m = 0;
+    for (int v = 0; v < nv; v++) {
+        if (dead_value[v]) {
+            ir_blob_unref(g->values[v].blob);
+            remap[v] = -1;
+            continue;
+        }
+        remap[v] = m;
+        g->values[m++] = g->values[v];
+    }
+    g->n_values = m;
+    int kept = 0;
+    for (int i = 0; i < nn; i++) {
+        ir_node *n = &g->nodes[i];
+        if (dead_node[i]) {
+            for (int a = 0; a < n->n_attrs; a++) {
+                ir_blob_unref(n->attrs[a].t_blob);
+                n->attrs[a].t_blob = NULL;
+            }
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) {
+                IR_ASSERT(remap[n->in[k]] >= 0); /* the caller rewired every reader */
+                n->in[k] = remap[n->in[k]];
+            }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) n->out[k] = remap[n->out[k]];
+        g->nodes[kept++] = *n;
+    }
+    g->n_nodes = kept;
+    for (int i = 0; i < g->n_inputs; i++) g->inputs[i] = remap[g->inputs[i]];
+    for (int i = 0; i < g->n_outputs; i++) {
+        IR_ASSERT(remap[g->outputs[i]] >= 0);
+        g->outputs[i] = remap[g->outputs[i]];
+    }
+    /* Producers from scratch: a value that had one and has none now was orphaned (an output
+     * detached but never re-produced), which validation alone would not see. */
+    for (int v = 0; v < m; v++) {
+        had[v] = g->values[v].producer >= 0;
+        g->values[v].producer = -1;
+    }
+    for (int i = 0; i < kept; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
+    for (int v = 0; v < m; v++) IR_ASSERT(!had[v] || g->values[v].producer >= 0);
+    free(remap);
+    free(had);
+    return IR_OK;
+}

@@ -20,6 +20,16 @@
 #include "ir.h"
 #include "schedule.h"
 
+/* The analytic rtx3090 cost model (schedule.h includes prof.h) for a group setup; NULL, with
+ * the reason printed, on failure. */
+static inline prof_model *tu_analytic_cost(void) {
+    ir_diag d = {{0}};
+    ir_status st;
+    prof_model *m = prof_open("analytic:rtx3090", NULL, &st, &d);
+    if (!m) print_error("prof_open: %s\n", d.msg);
+    return m;
+}
+
 /* An input of a one-op test graph. constant=true makes it a graph constant (its data is
  * visible to shape inference, as Reshape's shape must be); otherwise a graph input. data may be
  * NULL for an omitted optional input (then dtype/shape are ignored). */

@@ -31,14 +31,8 @@ static prof_model *cost;
 
 static int setup(void **state) {
     (void)state;
-    ir_diag d = {{0}};
-    ir_status st;
-    cost = prof_open("analytic:rtx3090", NULL, &st, &d);
-    if (!cost) {
-        print_error("prof_open: %s\n", d.msg);
-        return -1;
-    }
-    return 0;
+    cost = tu_analytic_cost();
+    return cost ? 0 : -1;
 }
 
 static int teardown(void **state) {
