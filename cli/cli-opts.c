@@ -25,7 +25,7 @@ static const opt_def defs[] = {
      " by name (repeatable)"},
     {CLI_OPT_OUTDIR, NULL, 'o', "DIR",
      "directory for the output files, created if missing"
-     " (default: .)"},
+     " (default: . for run, magpie-out for optimize)"},
     {CLI_OPT_SHAPE, "shape", 0, "NAME=D0,D1,...",
      "shape of a graph input, or the value of a symbolic dimension (repeatable)"},
     {CLI_OPT_DATA, "data", 0, "NAME[,NAME]",

@@ -249,6 +249,12 @@ static double accumulate_flops(const ir_graph *g, const ir_node *n) {
     return (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
+/* Reads the buffer and the part, writes the buffer: three times the part (the ordering-only
+ * third input is never read). */
+static double accumulate_bytes(const ir_graph *g, const ir_node *n) {
+    return 3.0 * part_bytes(g, n, 1);
+}
+
 /* ---------------------------------------------------------------- the op table entries */
 
 IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .infer = buffer_infer, .kernel = buffer_kernel);
@@ -257,4 +263,4 @@ IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .infer = slice_infer, .kernel =
 IR_MAGPIE_OP_DEF(FissionAssemble, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = assemble_infer,
                  .kernel = assemble_kernel, .bytes = assemble_bytes);
 IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = accumulate_infer,
-                 .flops = accumulate_flops, .kernel = accumulate_kernel);
+                 .flops = accumulate_flops, .kernel = accumulate_kernel, .bytes = accumulate_bytes);

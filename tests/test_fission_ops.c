@@ -239,15 +239,18 @@ static void test_counts_and_flags(void **state) {
     int ns = tu_add_node1(g, IR_OP_FissionSlice, "slice", 2, (int[]){x, buf}, 3, sa, &s);
     tu_add_node1(g, IR_OP_MatMul, "mm", 2, (int[]){s, w}, 0, NULL, &m);
     tu_add_node1(g, IR_OP_Relu, "relu", 1, &m, 0, NULL, &r);
-    int na = tu_add_node1(g, IR_OP_FissionAssemble, "asm", 2, (int[]){buf, r}, 3, sa, &y);
-    int nc = tu_add_node1(g, IR_OP_FissionAccumulate, "sum", 2, (int[]){acc, r}, 2, sa + 1, &z);
+    /* the third inputs are ordering-only (the group's first slice, as rw_fission_apply adds) */
+    int na = tu_add_node1(g, IR_OP_FissionAssemble, "asm", 3, (int[]){buf, r, s}, 3, sa, &y);
+    int nc = tu_add_node1(g, IR_OP_FissionAccumulate, "sum", 3, (int[]){acc, r, s}, 2, sa + 1, &z);
     ir_graph_add_output(g, y);
     ir_graph_add_output(g, z);
     const double part = 2 * 12 * 4; /* r: [2, 12] float32 */
     /* a slice reads and writes its part, whatever buffers it is ordered after */
     assert_true(ir_node_bytes(g, &g->nodes[ns]) == 2 * (2 * 16 * 4));
     assert_true(ir_node_bytes(g, &g->nodes[na]) == 2 * part);
-    assert_true(ir_node_bytes(g, &g->nodes[nc]) == 3 * part);
+    assert_true(ir_node_bytes(g, &g->nodes[nc]) == 3 * part); /* buffer, part in; buffer out */
+    assert_true(ir_input_order_only(&g->nodes[na], 2) && ir_input_order_only(&g->nodes[nc], 2));
+    assert_false(ir_input_order_only(&g->nodes[nc], 1));
     assert_true(ir_node_bytes(g, &g->nodes[nb]) == 8 * 12 * 4);
     assert_true(ir_node_flops(g, &g->nodes[nc]) == 2 * 12);
     assert_true(ir_node_flops(g, &g->nodes[ns]) == 0 && ir_node_flops(g, &g->nodes[na]) == 0);
