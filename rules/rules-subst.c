@@ -251,15 +251,9 @@ static int new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype
 /* A new constant taking over blob b (released on failure). */
 static int new_const(ir_graph *g, const char *base, const char *suffix, ir_dtype t,
                      const ir_shape *s, ir_blob *b) {
-    if (!b) return -1;
-    int v = new_value(g, base, suffix, t, s);
-    if (v < 0) {
-        ir_blob_unref(b);
-        return -1;
-    }
-    g->values[v].blob = b;
-    g->values[v].flags |= IR_VF_CONST;
-    return v;
+    char name[512];
+    snprintf(name, sizeof name, "%.400s.%s%u", base, suffix, g->next_node_id);
+    return rw_add_const_blob(g, name, t, s, b);
 }
 
 /* Adds a node named after base, infers it and touches it. Outputs that existed before keep

@@ -107,12 +107,9 @@ void rw_drop_attr(ir_node *n, const char *name) {
         }
 }
 
-int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals) {
-    ir_shape s = ir_shape_make(1, (int64_t[]){n});
-    ir_blob *b = ir_blob_new(sizeof(int64_t) * (size_t)(n ? n : 1));
+int rw_add_const_blob(ir_graph *g, const char *name, ir_dtype t, const ir_shape *s, ir_blob *b) {
     if (!b) return -1;
-    if (n) memcpy(ir_blob_data(b), vals, sizeof(int64_t) * (size_t)n);
-    int v = ir_graph_add_value(g, name, IR_I64, &s);
+    int v = ir_graph_add_value(g, name, t, s);
     if (v < 0) {
         ir_blob_unref(b);
         return -1;
@@ -120,6 +117,13 @@ int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals) 
     g->values[v].blob = b;
     g->values[v].flags |= IR_VF_CONST;
     return v;
+}
+
+int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals) {
+    ir_shape s = ir_shape_make(1, (int64_t[]){n});
+    ir_blob *b = ir_blob_new(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (b && n) memcpy(ir_blob_data(b), vals, sizeof(int64_t) * (size_t)n);
+    return rw_add_const_blob(g, name, IR_I64, &s, b);
 }
 
 #ifdef MAGPIE_DEBUG

@@ -36,6 +36,24 @@ static void remove_dir(const char *dir) {
 #define FIX "tests/fixtures/numeric/"
 
 /* optimize, verify and run one fixture; extra: "" or "--train". */
+/* Runs `magpie verify ORIGINAL.onnx [extra] PLAN` (it must match), then `magpie run PLAN` on the
+ * fixture's input: its measured peak must be the `best` bytes optimize reported. */
+static void expect_plan_checks(tu_proc *p, const char *what, const char *fixture, const char *extra,
+                               const char *plan, const char *run_dir, double best) {
+    char args[4096];
+    snprintf(args, sizeof args, "verify " FIX "%s/model.onnx %s %s --json", fixture, extra, plan);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", what, p->rc, p->out, p->err);
+    assert_non_null(strstr(p->out, "\"match\":true"));
+    snprintf(args, sizeof args, "run %s -i " FIX "%s/input_0.npy -o %s --json", plan, fixture,
+             run_dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("%s: run exit %d: %s", what, p->rc, p->err);
+    double measured = tu_json_num(p->out, "peak_bytes");
+    if (measured != best)
+        fail_msg("%s: run measures %.0f, optimize reported %.0f", what, measured, best);
+}
+
 static void check_fixture(const char *name, const char *extra) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
@@ -71,20 +89,10 @@ static void check_fixture(const char *name, const char *extra) {
     assert_true(tu_json_num(rep, "best_peak_bytes") == best);
     free(rep);
 
-    snprintf(args, sizeof args, "verify " FIX "%s/model.onnx %s %s/plan/optimized.onnx --json",
-             name, extra, dir);
-    tu_magpie(p, args);
-    if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", name, p->rc, p->out, p->err);
-    assert_non_null(strstr(p->out, "\"match\":true"));
-
-    snprintf(args, sizeof args,
-             "run %s/plan/optimized.onnx -i " FIX "%s/input_0.npy -o %s/run --json", dir, name,
-             dir);
-    tu_magpie(p, args);
-    if (p->rc != 0) fail_msg("%s: run exit %d: %s", name, p->rc, p->err);
-    double measured = tu_json_num(p->out, "peak_bytes");
-    if (measured != best)
-        fail_msg("%s: run measures %.0f, optimize reported %.0f", name, measured, best);
+    char plan[128], run[128];
+    snprintf(plan, sizeof plan, "%s/plan/optimized.onnx", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    expect_plan_checks(p, name, name, extra, plan, run, best);
     remove_dir(dir);
     free(p);
 }
@@ -217,18 +225,10 @@ static void check_family(const char *family, const char *key, const char *lat_li
     }
     if (!strcmp(family, "swap")) assert_true(tu_json_num(p->out, "store_nodes") > 0);
 
-    snprintf(args, sizeof args,
-             "verify " FIX "cnn_bn_train/model.onnx --train %s/optimized.onnx --json", dir);
-    tu_magpie(p, args);
-    if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", family, p->rc, p->out, p->err);
-    assert_non_null(strstr(p->out, "\"match\":true"));
-    snprintf(args, sizeof args,
-             "run %s/optimized.onnx -i " FIX "cnn_bn_train/input_0.npy -o %s/run --json", dir, dir);
-    tu_magpie(p, args);
-    if (p->rc != 0) fail_msg("%s: run exit %d: %s", family, p->rc, p->err);
-    double measured = tu_json_num(p->out, "peak_bytes");
-    if (measured != best)
-        fail_msg("%s: run measures %.0f, optimize reported %.0f", family, measured, best);
+    char plan[128], run[128];
+    snprintf(plan, sizeof plan, "%s/optimized.onnx", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    expect_plan_checks(p, family, "cnn_bn_train", "--train", plan, run, best);
     remove_dir(dir);
     free(p);
 }
