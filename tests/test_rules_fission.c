@@ -664,6 +664,64 @@ static void test_refusals(void **state) {
 
 /* ---------------------------------------------------------------- speed */
 
+/* Generators in S: k = Expand(1, [8,16]) creates the batch from constants, and its sum over the
+ * batch (a seed gradient's bias gradient) depends on nothing else. The eager order of the
+ * one-copy graph runs that part of S before the group's first slice; its Accumulate must still
+ * wait for the slice (the other parts run there), so the materialized graph is valid and
+ * measures the one-copy peak:
+ *   a = x @ W [8,16]; k = Expand(one, [8,16]); y = Mul(a, k); z = ReduceSum(k, axis 0) [16] */
+static void test_generators(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    int x = add_input(g, "x", TU_SHAPE(8, 4)), w = add_input(g, "W", TU_SHAPE(4, 16)), a, k, y, z;
+    float onef = 1;
+    int64_t shp[2] = {8, 16}, ax0[1] = {0};
+    int cone = add_const(g, "one", IR_F32, TU_SCALAR_SHAPE, &onef),
+        cshp = add_const(g, "shape", IR_I64, TU_SHAPE(2), shp),
+        caxes = add_const(g, "axes0", IR_I64, TU_SHAPE(1), ax0);
+    /* the generator first in file order, so that the eager order runs it before any slice */
+    tu_add_node1(g, IR_OP_Expand, "k", 2, (int[]){cone, cshp}, 0, NULL, &k);
+    ir_attr kd = tu_attr_int("keepdims", 0);
+    tu_add_node1(g, IR_OP_ReduceSum, "z", 2, (int[]){k, caxes}, 1, &kd, &z);
+    tu_add_node1(g, IR_OP_MatMul, "a", 2, (int[]){x, w}, 0, NULL, &a);
+    tu_add_node1(g, IR_OP_Mul, "y", 2, (int[]){a, k}, 0, NULL, &y);
+    ir_graph_add_output(g, y);
+    ir_graph_add_output(g, z);
+    ir_diag d = {{0}};
+    assert_int_equal(ir_graph_validate(g, &d), IR_OK);
+    rw_dgraph *dg = rw_dgraph_build(g);
+    int comp = rw_dgraph_value_comp(dg, x, 0);
+    assert_int_equal(rw_dgraph_value_comp(dg, k, 0), comp);
+    uint32_t ids[4];
+    int cnt = g->n_nodes; /* S is the whole graph: node ids 0..3 */
+    assert_int_equal(cnt, 4);
+    for (int i = 0; i < cnt; i++) ids[i] = g->nodes[i].id;
+    qsort(ids, (size_t)cnt, sizeof *ids, cmp_u32);
+    for (int p = 2; p <= 4; p += 2) {
+        rw_fission f = make_fission(g, dg, comp, ids, cnt, p);
+        char what[64];
+        snprintf(what, sizeof what, "generators n=%d", p);
+        check_case(g, &f, 1, &comp, dg, what);
+        /* z's Accumulate depends on the group's slice, so no valid order runs it first (the
+         * memory-minimizing order of a training graph did, before the ordering input) */
+        ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
+        assert_non_null(one);
+        int acc = -1;
+        for (int i = 0; i < one->n_nodes; i++)
+            if (one->nodes[i].op == IR_OP_FissionAccumulate) acc = i;
+        assert_true(acc >= 0);
+        bool after_slice = false;
+        for (int q = 0; q < one->nodes[acc].n_in; q++) {
+            int v = one->nodes[acc].in[q], pr = v >= 0 ? one->values[v].producer : -1;
+            after_slice |= pr >= 0 && one->nodes[pr].op == IR_OP_FissionSlice;
+        }
+        assert_true(after_slice);
+        ir_graph_free(one);
+    }
+    rw_dgraph_free(dg);
+    ir_graph_free(g);
+}
+
 /* BERT-base's training graph (~1800 nodes; its export fixes batch 1): the biggest clean piece of
  * the forward split along the sequence, applied in milliseconds. */
 static void test_apply_speed(void **state) {
@@ -703,9 +761,9 @@ static void test_apply_speed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),    cmocka_unit_test(test_mlp_batch),
-        cmocka_unit_test(test_cnn_batch),   cmocka_unit_test(test_transformer),
-        cmocka_unit_test(test_apply_speed),
+        cmocka_unit_test(test_refusals),   cmocka_unit_test(test_mlp_batch),
+        cmocka_unit_test(test_cnn_batch),  cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_generators), cmocka_unit_test(test_apply_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
