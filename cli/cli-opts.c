@@ -185,12 +185,19 @@ static int parse_seed(const cli_cmd *cmd, cli_opts *o, const char *arg) {
     return CLI_EXIT_OK;
 }
 
-/* An integer option value of at least min (--top, --repeat). */
-static int parse_count(const cli_cmd *cmd, const char *opt, const char *arg, long min, int *out) {
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
     char *end = NULL;
     errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (!*arg || *end || errno || v < min || v > 1000000000)
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* An integer option value of at least min (--top, --repeat). */
+static int parse_count(const cli_cmd *cmd, const char *opt, const char *arg, long min, int *out) {
+    long long v;
+    if (!cli_parse_int(arg, min, 1000000000, &v))
         return cli_fail(CLI_EXIT_USAGE, "%s: --%s '%s': expected an integer of at least %ld",
                         cmd->name, opt, arg, min);
     *out = (int)v;

@@ -136,6 +136,9 @@ typedef struct cli_limit {
 
 /* Parses s; false when it is not a positive finite number with an optional known unit. */
 bool cli_parse_limit(const char *s, cli_limit *out);
+/* Parses s as a whole decimal integer in [lo, hi]; false otherwise (the caller names the option
+ * in its message). */
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 /* The absolute value of l against the unoptimized value base (a ratio times base). */
 double cli_limit_resolve(const cli_limit *l, double base);
 

@@ -83,30 +83,22 @@ static int parse_args(const cli_cmd *cmd, const cli_opts *o, opt_args *a) {
                             o->time_budget);
         a->xs.max_seconds = t.value;
     }
+    long long v;
     if (o->max_states) {
-        char *end = NULL;
-        errno = 0;
-        long long v = strtoll(o->max_states, &end, 10);
-        if (!*o->max_states || *end || errno || v < 1 || v > (1LL << 32))
+        if (!cli_parse_int(o->max_states, 1, 1LL << 32, &v))
             return cli_fail(CLI_EXIT_USAGE, "%s: --max-states '%s': expected an integer >= 1", n,
                             o->max_states);
         a->xs.max_states = (size_t)v;
     }
     a->xs.max_frontier = DEFAULT_MAX_FRONTIER;
     if (o->max_frontier) {
-        char *end = NULL;
-        errno = 0;
-        long long v = strtoll(o->max_frontier, &end, 10);
-        if (!*o->max_frontier || *end || errno || v < 1 || v > (1LL << 32))
+        if (!cli_parse_int(o->max_frontier, 1, 1LL << 32, &v))
             return cli_fail(CLI_EXIT_USAGE, "%s: --max-frontier '%s': expected an integer >= 1", n,
                             o->max_frontier);
         a->xs.max_frontier = (size_t)v;
     }
     if (o->threads) {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(o->threads, &end, 10);
-        if (!*o->threads || *end || errno || v < 1 || v > 1024)
+        if (!cli_parse_int(o->threads, 1, 1024, &v))
             return cli_fail(CLI_EXIT_USAGE, "%s: --threads '%s': expected an integer in 1..1024", n,
                             o->threads);
         a->xs.threads = (int)v;

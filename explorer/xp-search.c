@@ -90,49 +90,55 @@ static bool crosses_fission(const xs_mat *m, const rw_rewrite *r) {
     return has_user && id_in(m, r->user_id);
 }
 
-/* Bytes a schedule rewrite moves or recomputes: the value it names (the node's output 0 for
- * the inverses), 0 when the node is gone. */
-static size_t rewrite_bytes(const ir_graph *g, const rw_rewrite *r) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *nd = &g->nodes[i];
-        if (nd->id != r->node_id) continue;
-        int k = (r->kind == RW_REMAT || r->kind == RW_SWAP) ? r->value : 0;
-        return k < nd->n_out && nd->out[k] >= 0 ? ir_value_bytes(&g->values[nd->out[k]]) : 0;
-    }
-    return 0;
-}
-
 typedef struct ranked {
-    size_t bytes;
-    int at;
+    size_t bytes; /* what the rewrite moves or recomputes */
+    int at;       /* its index in the candidate list */
 } ranked;
 
-static int cmp_ranked(const void *pa, const void *pb) {
+static int cmp_bytes(const void *pa, const void *pb) {
     const ranked *a = pa, *b = pb;
     if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
     return (a->at > b->at) - (a->at < b->at); /* stable: deterministic */
 }
 
-/* Keeps the XS_MAX_SCHED_CHILDREN largest of the n schedule rewrites in cand (their order among
- * themselves kept); returns the count. */
+static int cmp_at(const void *pa, const void *pb) {
+    const ranked *a = pa, *b = pb;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+/* Keeps the XS_MAX_SCHED_CHILDREN of the n schedule rewrites in cand that move or recompute the
+ * most bytes (the value a remat or swap names, a node's output 0 for the inverses), their order
+ * among themselves kept; returns the count. */
 static int keep_largest(const ir_graph *g, rw_rewrite *cand, int n) {
     if (n <= XS_MAX_SCHED_CHILDREN) return n;
+    uint32_t hi = 0;
+    for (int i = 0; i < g->n_nodes; i++) hi = g->nodes[i].id > hi ? g->nodes[i].id : hi;
+    int *index = malloc(sizeof(int) * ((size_t)hi + 1));
     ranked *rk = malloc(sizeof(ranked) * (size_t)n);
-    if (!rk) return XS_MAX_SCHED_CHILDREN;
-    for (int i = 0; i < n; i++) rk[i] = (ranked){rewrite_bytes(g, &cand[i]), i};
-    qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
-    unsigned char *keep = calloc((size_t)n, 1);
-    int k = 0;
-    if (keep) {
-        for (int i = 0; i < XS_MAX_SCHED_CHILDREN; i++) keep[rk[i].at] = 1;
-        for (int i = 0; i < n; i++)
-            if (keep[i]) cand[k++] = cand[i];
-    } else {
-        k = XS_MAX_SCHED_CHILDREN;
+    if (!index || !rk) {
+        free(index);
+        free(rk);
+        return XS_MAX_SCHED_CHILDREN;
     }
-    free(keep);
+    for (uint32_t id = 0; id <= hi; id++) index[id] = -1;
+    for (int i = 0; i < g->n_nodes; i++) index[g->nodes[i].id] = i;
+    for (int c = 0; c < n; c++) {
+        const rw_rewrite *r = &cand[c];
+        int i = r->node_id <= hi ? index[r->node_id] : -1, k = 0;
+        if (r->kind == RW_REMAT || r->kind == RW_SWAP) k = r->value;
+        const ir_node *nd = i >= 0 ? &g->nodes[i] : NULL;
+        rk[c] = (ranked){.at = c,
+                         .bytes = nd && k < nd->n_out && nd->out[k] >= 0
+                                      ? ir_value_bytes(&g->values[nd->out[k]])
+                                      : 0};
+    }
+    qsort(rk, (size_t)n, sizeof *rk, cmp_bytes);
+    qsort(rk, XS_MAX_SCHED_CHILDREN, sizeof *rk, cmp_at);
+    /* ascending distinct indices: rk[j].at >= j, so the copy never overwrites what it reads */
+    for (int j = 0; j < XS_MAX_SCHED_CHILDREN; j++) cand[j] = cand[rk[j].at];
+    free(index);
     free(rk);
-    return k;
+    return XS_MAX_SCHED_CHILDREN;
 }
 
 /* The children of m, in a fixed order: F-Tree mutations (few, and the big steps), substitutions

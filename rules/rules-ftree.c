@@ -93,14 +93,15 @@ static bool seed_of(const ir_graph *g, const rw_dgraph *dg, int i, int comp, ft_
     return true;
 }
 
-/* Per-node scratch: the generator flags of the component being analyzed. */
-typedef struct ft_readers {
+/* Per-build scratch: the generator flags of the component being analyzed, the loss node,
+ * largest_piece's union-find. */
+typedef struct ft_scratch {
     unsigned char *gen;
-    int anchor; /* the loss node of a training graph, -1 otherwise */
+    int anchor;        /* the loss node of a training graph, -1 otherwise */
     int *piece, *size; /* largest_piece's union-find, -1 between calls */
-} ft_readers;
+} ft_scratch;
 
-static bool readers_init(ft_readers *r, const ir_graph *g) {
+static bool scratch_init(ft_scratch *r, const ir_graph *g) {
     r->gen = calloc((size_t)g->n_nodes + 1, 1);
     r->piece = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     r->size = calloc((size_t)g->n_nodes + 1, sizeof(int));
@@ -114,7 +115,7 @@ static bool readers_init(ft_readers *r, const ir_graph *g) {
     return true;
 }
 
-static void readers_free(ft_readers *r) {
+static void scratch_free(ft_scratch *r) {
     free(r->gen);
     free(r->piece);
     free(r->size);
@@ -126,9 +127,9 @@ static void readers_free(ft_readers *r) {
  * pieces are small and would make S fail constraint (1); the largest weakly connected piece is
  * kept (rw_fission_check still decides). sub (ascending node indices) is compacted in place;
  * returns its new count. */
-static int largest_piece(const ir_graph *g, int *sub, int m, ft_readers *rd) {
+static int largest_piece(const ir_graph *g, int *sub, int m, ft_scratch *sc) {
     if (m < 2) return m;
-    int *root = rd->piece; /* per node index: union-find parent, -1 outside sub */
+    int *root = sc->piece; /* per node index: union-find parent, -1 outside sub */
     for (int j = 0; j < m; j++) root[sub[j]] = sub[j];
     for (int j = 0; j < m; j++) {
         const ir_node *nd = &g->nodes[sub[j]];
@@ -141,7 +142,7 @@ static int largest_piece(const ir_graph *g, int *sub, int m, ft_readers *rd) {
             if (a != b) root[a > b ? a : b] = a < b ? a : b;
         }
     }
-    int *size = rd->size, best = -1;
+    int *size = sc->size, best = -1;
     for (int j = 0; j < m; j++) { /* flatten: every entry points at its root */
         int a = sub[j];
         while (root[a] != a) a = root[a];
@@ -172,16 +173,16 @@ static bool is_generator(const ir_graph *g, const rw_dgraph *dg, int i, int comp
 /* Candidates of one component (Algorithm 1 lines 4-15). False when out of memory. */
 static bool component_candidates(ft_build *b, const ir_graph *g, const rw_dgraph *dg, rw_ft_work *w,
                                  int comp, const int *nodes, int n, int L, const double *hot,
-                                 const double *vbytes, int *sel, int *sub, ft_readers *rd) {
-    for (int i = 0; i < n; i++) rd->gen[nodes[i]] = is_generator(g, dg, nodes[i], comp);
+                                 const double *vbytes, int *sel, int *sub, ft_scratch *sc) {
+    for (int i = 0; i < n; i++) sc->gen[nodes[i]] = is_generator(g, dg, nodes[i], comp);
     rw_ft_comp c;
-    rw_ft_analyze(w, g, nodes, n, hot, vbytes, rd->gen, rd->anchor, &c);
-    for (int i = 0; i < n; i++) rd->gen[nodes[i]] = 0;
+    rw_ft_analyze(w, g, nodes, n, hot, vbytes, sc->gen, sc->anchor, &c);
+    for (int i = 0; i < n; i++) sc->gen[nodes[i]] = 0;
     int k = rw_ft_select(w, &c, L, sel);
     for (int s = 0; s < k; s++) {
         int v = sel[s];
         int m = rw_ft_strict_subtree(&c, v, sub);
-        m = largest_piece(g, sub, m, rd);
+        m = largest_piece(g, sub, m, sc);
         if (m == 0) continue; /* a leaf dominates nothing */
         ft_cand cd = {.comp = comp,
                       .len = rw_dgraph_comp_length(dg, comp),
@@ -328,12 +329,10 @@ static rw_ftree *assemble(ft_build *b) {
 
 /* A copy of g where each data input (a graph input that is neither a parameter nor constant)
  * is read through one Identity node standing for it (see the top of the file); the stand-ins
- * get ids from g->next_node_id on, so *first receives the least of them. NULL when out of
- * memory. */
-static ir_graph *with_input_stand_ins(const ir_graph *g, uint32_t *first) {
+ * get fresh ids, so no S (ids of g) ever names one. NULL when out of memory. */
+static ir_graph *with_input_stand_ins(const ir_graph *g) {
     ir_graph *h = ir_graph_clone(g);
     if (!h) return NULL;
-    *first = h->next_node_id;
     int nv = h->n_values;
     for (int v = 0; v < nv; v++) {
         unsigned f = h->values[v].flags;
@@ -379,9 +378,8 @@ rw_ftree *rw_ftree_build(const ir_graph *g0, const sched_memory *m, int L) {
     if (L <= 0) L = 4;
     rw_ftree *t = NULL;
     ft_build b = {0};
-    ft_readers rd = {0};
-    uint32_t first_stand_in = 0;
-    ir_graph *g = with_input_stand_ins(g0, &first_stand_in);
+    ft_scratch sc = {0};
+    ir_graph *g = with_input_stand_ins(g0);
     if (!g) return NULL;
     rw_dgraph *dg = rw_dgraph_build(g);
     rw_ft_work *w = rw_ft_work_new(g);
@@ -395,7 +393,7 @@ rw_ftree *rw_ftree_build(const ir_graph *g0, const sched_memory *m, int L) {
     int *members = NULL;
     int *sel = malloc(((size_t)nn + 1) * sizeof *sel);
     int *sub = malloc(((size_t)nn + 1) * sizeof *sub);
-    if (!dg || !w || !hot || !vbytes || !start || !last || !sel || !sub || !readers_init(&rd, g))
+    if (!dg || !w || !hot || !vbytes || !start || !last || !sel || !sub || !scratch_init(&sc, g))
         goto out;
 
     for (int v = 0; v < g->n_values; v++)
@@ -456,7 +454,7 @@ rw_ftree *rw_ftree_build(const ir_graph *g0, const sched_memory *m, int L) {
         int n = start[c + 1] - start[c];
         if (n < 2 || rw_dgraph_comp_length(dg, c) < 2) continue;
         if (!component_candidates(&b, g, dg, w, c, members + start[c], n, L, hot, vbytes, sel, sub,
-                                  &rd))
+                                  &sc))
             goto out;
     }
     /* the caller knows g0's D-graph, not the stand-in copy's: renumber by the seed vertex */
@@ -488,7 +486,7 @@ out:
     free(sub);
     rw_ft_work_free(w);
     rw_dgraph_free(dg);
-    readers_free(&rd);
+    scratch_free(&sc);
     ir_graph_free(g);
     return t;
 }

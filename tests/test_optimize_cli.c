@@ -40,7 +40,7 @@ static void remove_dir(const char *dir) {
  * fixture's input: its measured peak must be the `best` bytes optimize reported. */
 static void expect_plan_checks(tu_proc *p, const char *what, const char *fixture, const char *extra,
                                const char *plan, const char *run_dir, double best) {
-    char args[4096];
+    char args[1024];
     snprintf(args, sizeof args, "verify " FIX "%s/model.onnx %s %s --json", fixture, extra, plan);
     tu_magpie(p, args);
     if (p->rc != 0) fail_msg("%s: verify exit %d: %s %s", what, p->rc, p->out, p->err);
