@@ -11,7 +11,12 @@
  * phase (where the search spends its time: the share of hashing decides whether incremental
  * hashing pays).
  *
- * usage: bench_explorer [--model NAME] [--states K] [--reps N] [--max-frontier N] */
+ * With --scaling LIST (e.g. 1,2,4,8,16) it instead measures how the search scales on a machine
+ * with that many cores: for each thread count in LIST, alternating, --reps runs of the same
+ * budget; it prints the median states/s and the speedup over the first count.
+ *
+ * usage: bench_explorer [--model NAME] [--states K] [--reps N] [--max-frontier N]
+ *                       [--scaling LIST] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +55,49 @@ static double run_search(const ir_graph *g, const xs_options *o, ir_status *st, 
     return rate;
 }
 
+/* --scaling: the median states/s of each thread count in list, runs alternating. */
+static int scaling(const ir_graph *g, const char *model, const xs_options *base, const char *list,
+                   int reps) {
+    int threads[16], n = 0;
+    for (const char *p = list; *p && n < 16;) {
+        char *end;
+        long t = strtol(p, &end, 10);
+        if (end == p || t < 1 || t > 1024) return 2;
+        threads[n++] = (int)t;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0) return 2;
+    double rate[16][99];
+    uint64_t explored[16] = {0};
+    for (int r = 0; r < reps; r++) {
+        for (int k = 0; k < n; k++) {
+            xs_options o = *base;
+            o.threads = threads[k];
+            xs_result res;
+            ir_status st;
+            ir_diag d = {{0}};
+            rate[k][r] = run_search(g, &o, &st, &d, &res);
+            if (st != IR_OK) die("search", &d);
+            explored[k] = res.stats.total.generated + 1;
+            fprintf(stderr, "  rep %d, %2d thread(s): %llu states in %.2f s\n", r, threads[k],
+                    (unsigned long long)explored[k], res.search_seconds);
+            xs_result_free(&res);
+        }
+    }
+    printf("model %s (%d nodes), %zu distinct states per run, median of %d\n", model, g->n_nodes,
+           base->max_states, reps);
+    printf("threads  states/s  speedup  efficiency\n");
+    double first = 0;
+    for (int k = 0; k < n; k++) {
+        qsort(rate[k], (size_t)reps, sizeof(double), cmp_double);
+        double med = rate[k][reps / 2];
+        if (k == 0) first = med;
+        double sp = med / first;
+        printf("%7d  %8.1f  %7.2f  %10.2f\n", threads[k], med, sp, sp * threads[0] / threads[k]);
+    }
+    return 0;
+}
+
 static void *job_main(void *arg) {
     job *j = arg;
     j->rate = run_search(j->g, &j->o, &j->st, &j->d, NULL);
@@ -60,6 +108,7 @@ int main(int argc, char **argv) {
     const char *model = "cnn_bn_train";
     size_t states = 3000, max_frontier = 100000;
     int reps = 3;
+    const char *scale = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model = argv[++i];
@@ -69,9 +118,11 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-frontier") && i + 1 < argc)
             max_frontier = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--scaling") && i + 1 < argc)
+            scale = argv[++i];
         else {
             fprintf(stderr, "usage: bench_explorer [--model NAME] [--states K] [--reps N] "
-                            "[--max-frontier N]\n");
+                            "[--max-frontier N] [--scaling LIST]\n");
             return 2;
         }
     }
@@ -92,6 +143,20 @@ int main(int argc, char **argv) {
     sched_sim eager = {0};
     if (sched_simulate(g, NULL, cost, &eager, &d) != IR_OK) die("simulate", &d);
 
+    if (scale) {
+        xs_options o = {.mode = XS_MODE_LAT,
+                        .limit = 1.10 * eager.latency_s,
+                        .rules = XS_RULE_ALL,
+                        .seed = 1,
+                        .max_states = states,
+                        .max_frontier = max_frontier,
+                        .cost = cost};
+        int rc = scaling(g, model, &o, scale, reps);
+        sched_sim_free(&eager);
+        prof_close(cost);
+        ir_graph_free(g);
+        return rc;
+    }
     double rate[3][99];
     double phase[XS_PHASE_COUNT] = {0};
     uint64_t explored[2] = {0, 0};

@@ -26,6 +26,8 @@
 #                       input=32,3,224,224; empty for none)
 #   CUDA_ARCH           CUDA architectures to build (default: native, else 90)
 #   JOBS                build parallelism (default: nproc)
+#   EXTRA_CMAKE_ARGS    more configure arguments, space-separated (bench/device_check.sh turns
+#                       the benchmarks on with it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -119,6 +121,8 @@ if [ -z "$arch" ]; then
   nvidia-smi >/dev/null 2>&1 && arch=native
 fi
 cmake_args+=(-DMAGPIE_CUDA_ARCHITECTURES="$arch")
+# shellcheck disable=SC2206 # word splitting wanted
+[ -n "${EXTRA_CMAKE_ARGS:-}" ] && cmake_args+=($EXTRA_CMAKE_ARGS)
 
 # ---------------------------------------------------------------- build
 log "configure: ${cmake_args[*]}"
