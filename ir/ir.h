@@ -480,6 +480,26 @@ uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
  * shape, and who produces and reads what; free of node names, node ids and node order. 0 only
  * when out of memory (or by a 2^-64 chance). */
 uint64_t ir_graph_hash(const ir_graph *g);
+
+/* Per-node hashes of a graph, by stable node id, for incremental fingerprints (ir-hash.c). */
+typedef struct ir_hash_memo {
+    uint64_t *x, *z; /* cap + 1 entries; both 0 for ids not in the graph */
+    uint32_t cap;    /* every node id of the graph is below it */
+    uint64_t sum;    /* the sum of z over the nodes */
+} ir_hash_memo;
+/* ir_graph_hash(g), keeping the per-node hashes in *m (malloc'd; ir_hash_memo_free it). 0 and
+ * *m empty when out of memory. */
+uint64_t ir_graph_hash_memo(const ir_graph *g, ir_hash_memo *m);
+/* ir_graph_hash(g) from the memo pm of a graph pg that g was made from by a rewrite, with the
+ * per-node hashes of g into *out. touched[0..n_touched) must hold the id of every node that the
+ * rewrite added, removed, rewired or changed in any way (op, attributes, output shapes or flags):
+ * the ids sched_incremental takes. Nodes new to g are found by their ids even when not listed.
+ * Recomputes only what the rewrite can have changed (see ir-hash.c); the result equals the full
+ * hash whenever the contract on touched holds. pg may be NULL when no touched node had inputs in
+ * pg that it no longer reads. 0 and *out empty when out of memory. */
+uint64_t ir_graph_hash_update(const ir_graph *g, const ir_graph *pg, const ir_hash_memo *pm,
+                              const uint32_t *touched, int n_touched, ir_hash_memo *out);
+void ir_hash_memo_free(ir_hash_memo *m); /* NULL-safe, idempotent */
 static inline uint64_t ir_mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
