@@ -7,7 +7,13 @@
  * printed. Write = encode + zstd + write + fsync + rename + directory fsync (ckpt_writer_commit);
  * read = open (read, checksums, zstd) + decode. The decoded set is checked against the input.
  *
- * usage: bench_ckpt [--n N] [--reps R] [--dir DIR] [--level L]
+ * --search: a whole search checkpoint instead, as `magpie optimize --checkpoint` writes it
+ * (ckpt_put_args, ckpt_put_profile, ckpt_put_snapshot): N fingerprints, a frontier of K states
+ * (--frontier, default 100000) plus K/2 ancestors with random rewrites and evaluations, 16
+ * workers, 300 profile entries. Write = encode all sections + commit (zstd, write, fsync, rename,
+ * directory fsync); read = open + ckpt_get_snapshot (which runs xs_snapshot_check).
+ *
+ * usage: bench_ckpt [--n N] [--reps R] [--dir DIR] [--level L] [--search [--frontier K]]
  *   (DIR: where the checkpoint goes, default /tmp; fsync cost depends on its file system) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
+#include "ckpt-search.h"
 
 static double now(void) {
     struct timespec ts;
@@ -121,10 +127,135 @@ static result run_once(const uint64_t *src, uint64_t *work, size_t n, int codec,
     return res;
 }
 
+/* ---------------------------------------------------------------- --search */
+
+/* A search snapshot shaped like a long run's: n_fps fingerprints, a frontier of k states and k/2
+ * interior ancestors (parents a few hundred states back), rewrites over a graph of a few
+ * thousand nodes. */
+static xs_snapshot search_snapshot(size_t n_fps, uint32_t k, uint64_t seed) {
+    xs_snapshot s = {0};
+    uint32_t n = k + k / 2 + 1;
+    s.n_states = n;
+    s.states = calloc(n, sizeof *s.states);
+    s.frontier = calloc(k ? k : 1, sizeof *s.frontier);
+    s.fps = malloc((n_fps ? n_fps : 1) * sizeof *s.fps);
+    s.n_workers = 16;
+    s.worker_seq = calloc(16, sizeof *s.worker_seq);
+    s.worker_rng = calloc(16, sizeof *s.worker_rng);
+    if (!s.states || !s.frontier || !s.fps || !s.worker_seq || !s.worker_rng) {
+        fprintf(stderr, "bench_ckpt: out of memory\n");
+        exit(1);
+    }
+    s.start_nodes = 3000;
+    s.eager_peak = s.start_peak = (uint64_t)6 << 30;
+    s.eager_lat = s.start_lat = 0.35;
+    s.states[0] = (xs_snap_state){
+        .parent = -1, .peak = s.start_peak, .lat = s.start_lat, .fp = splitmix(&seed)};
+    for (uint32_t i = 1; i < n; i++) {
+        uint64_t r = splitmix(&seed);
+        uint32_t back = 1 + (uint32_t)(r % 300);
+        int kind = (int)((r >> 16) % RW_KIND_COUNT);
+        s.states[i] = (xs_snap_state){.parent = (int32_t)(i > back ? i - back : 0),
+                                      .rw = {.kind = kind,
+                                             .node_id = (uint32_t)((r >> 24) % 3000),
+                                             .value = kind == RW_SUBST
+                                                          ? (int)((r >> 40) % RW_SUBST_RULE_COUNT)
+                                                          : (int)((r >> 40) % 3),
+                                             .user_id = (uint32_t)((r >> 44) % 3000)},
+                                      .peak = s.start_peak - (r >> 34),
+                                      .lat = s.start_lat * (1.0 + (double)(r >> 54) / 4096.0),
+                                      .fp = splitmix(&seed)};
+    }
+    s.n_frontier = k;
+    for (uint32_t i = 0; i < k; i++)
+        s.frontier[i] = (xs_snap_item){.state = (int32_t)(n - k + i),
+                                       .seq = 10 * (uint64_t)i + 3,
+                                       .worker = (int32_t)(i % 16),
+                                       .unfinished = i < 16};
+    s.best = (int32_t)(n - 1);
+    s.n_fps = n_fps;
+    for (size_t i = 0; i < n_fps; i++) s.fps[i] = splitmix(&seed);
+    for (int i = 0; i < 16; i++) {
+        s.worker_seq[i] = 10 * (uint64_t)k + (uint64_t)i;
+        s.worker_rng[i] = splitmix(&seed);
+    }
+    s.counters.expanded = n_fps / 4;
+    s.counters.generated = n_fps * 3;
+    s.counters.pushed = n_fps;
+    s.elapsed_s = 3600;
+    return s;
+}
+
+static int run_search(size_t n, uint32_t k, int reps, const char *path, int level) {
+    const char *args[] = {"model.onnx", "--train", "--limit",      "0.5",
+                          "--time",     "8h",      "--checkpoint", "run.mpck"};
+    prof_snapshot prof = {.measured = true, .step_s = 2e-7, .n_entries = 300};
+    snprintf(prof.device, sizeof prof.device, "cuda");
+    snprintf(prof.detail, sizeof prof.detail, "cuda: NVIDIA H200, sm_90");
+    prof.fallback = *prof_target_find("h200");
+    prof.fallback.name = prof.fallback.description = NULL;
+    prof.entries = calloc(prof.n_entries, sizeof *prof.entries);
+    for (size_t i = 0; i < prof.n_entries; i++)
+        prof.entries[i] = (prof_snapshot_entry){(i + 1) << 50, 1e-5 * (double)(i + 1), 5};
+    xs_snapshot s = search_snapshot(n, k, 7);
+    ckpt_meta m = {
+        .model_path = "model.onnx", .model_hash = 1, .options_hash = 2, .zstd_level = level};
+    double *w = malloc(sizeof(double) * (size_t)reps), *wc = malloc(sizeof(double) * (size_t)reps),
+           *rd = malloc(sizeof(double) * (size_t)reps);
+    size_t file_bytes = 0;
+    ir_diag d = {{0}};
+    ir_status st;
+    for (int rep = 0; rep < reps; rep++) {
+        double c0 = cpu(), t0 = now();
+        ckpt_writer *wr = ckpt_writer_init(&m, &st, &d);
+        if (!wr) die("init", &d);
+        if (ckpt_put_args(wr, 8, args, &d) != IR_OK || ckpt_put_profile(wr, &prof, &d) != IR_OK ||
+            ckpt_put_snapshot(wr, &s, &d) != IR_OK)
+            die("encode", &d);
+        if (ckpt_writer_commit(wr, path, &d) != IR_OK) die("commit", &d);
+        w[rep] = now() - t0;
+        wc[rep] = cpu() - c0;
+        ckpt_writer_free(wr);
+        struct stat sb;
+        if (stat(path, &sb) == 0) file_bytes = (size_t)sb.st_size;
+
+        double t3 = now();
+        ckpt_reader *r = ckpt_open(path, &st, &d);
+        if (!r) die("open", &d);
+        xs_snapshot got;
+        if (ckpt_get_snapshot(r, &got, &d) != IR_OK) die("decode", &d);
+        rd[rep] = now() - t3;
+        if (got.n_fps != s.n_fps || got.n_states != s.n_states || got.n_frontier != k) {
+            fprintf(stderr, "bench_ckpt: decoded snapshot differs from the input\n");
+            exit(1);
+        }
+        xs_snapshot_free(&got);
+        ckpt_close(r);
+    }
+    double mil = (double)n / 1e6;
+    printf("search checkpoint: %zu fingerprints, %u states (%u in the frontier), 16 workers, "
+           "zstd level %d, median of %d, in %s\n",
+           n, s.n_states, k, level ? level : CKPT_ZSTD_LEVEL_DEFAULT, reps, path);
+    printf("%12s %9s %11s %11s %15s %10s\n", "file bytes", "bytes/fp", "MB per M fp", "write ms/M",
+           "write cpu ms/M", "read ms/M");
+    printf("%12zu %9.3f %11.2f %11.1f %15.1f %10.1f\n", file_bytes, (double)file_bytes / (double)n,
+           (double)file_bytes / 1e6 / mil, 1e3 * median(w, reps) / mil,
+           1e3 * median(wc, reps) / mil, 1e3 * median(rd, reps) / mil);
+    unlink(path);
+    free(w);
+    free(wc);
+    free(rd);
+    xs_snapshot_free(&s);
+    prof_snapshot_free(&prof);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     size_t n = 1000000;
     int reps = 5, level = 0;
     const char *dir = "/tmp";
+    bool search = false;
+    uint32_t frontier = 100000;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--n") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
@@ -134,8 +265,13 @@ int main(int argc, char **argv) {
             dir = argv[++i];
         else if (!strcmp(argv[i], "--level") && i + 1 < argc)
             level = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--search"))
+            search = true;
+        else if (!strcmp(argv[i], "--frontier") && i + 1 < argc)
+            frontier = (uint32_t)strtoul(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: bench_ckpt [--n N] [--reps R] [--dir DIR] [--level L]\n");
+            fprintf(stderr, "usage: bench_ckpt [--n N] [--reps R] [--dir DIR] [--level L] "
+                            "[--search [--frontier K]]\n");
             return 2;
         }
     }
@@ -145,6 +281,7 @@ int main(int argc, char **argv) {
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_ckpt.%ld.mpck", dir, (long)getpid());
+    if (search) return run_search(n, frontier, reps, path, level);
     uint64_t *src = malloc(n * sizeof *src), *work = malloc(n * sizeof *work);
     if (!src || !work) return 1;
     uint64_t s = 1;

@@ -48,15 +48,25 @@ static const opt_def defs[] = {
      "memory limit: a ratio of the unoptimized peak (0.5) or absolute (512MiB, 8GiB)"},
     {CLI_OPT_SEARCH, "lat-limit", 0, "X",
      "latency limit: a ratio of the unoptimized latency (1.10) or absolute (12ms, 1.5s)"},
-    {CLI_OPT_SEARCH, "time", 0, "T", "search time budget (10s, 500ms; default: 10s)"},
-    {CLI_OPT_SEARCH, "max-states", 0, "K", "stop after K distinct states (default: 2^20)"},
+    {CLI_OPT_BUDGET, "time", 0, "T",
+     "search time budget (10s, 500ms; default: 10s); a resumed search counts its earlier runs"},
+    {CLI_OPT_BUDGET, "max-states", 0, "K",
+     "stop after K distinct states (default: 2^20); a resumed search counts its earlier runs"},
     {CLI_OPT_SEARCH, "max-frontier", 0, "N",
      "keep at most N states waiting to be expanded, evicting the worst (default: 100000)"},
-    {CLI_OPT_SEARCH, "threads", 0, "N", "search threads (default: the CPUs available)"},
+    {CLI_OPT_BUDGET, "threads", 0, "N", "search threads (default: the CPUs available)"},
     {CLI_OPT_SEARCH, "rules", 0, "LIST",
      "rule families, comma-separated: fission, remat, swap, reorder, subst (default: all)"},
     {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
-    {CLI_OPT_SEARCH, "quiet", 0, NULL, "no progress line on stderr"},
+    {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
+    {CLI_OPT_CHECKPOINT, "checkpoint", 0, "FILE",
+     "write the search's state to FILE periodically, on SIGUSR1, and when it ends (also on"
+     " SIGINT/SIGTERM); `magpie resume FILE` continues it"},
+    {CLI_OPT_CHECKPOINT, "checkpoint-every", 0, "T",
+     "with --checkpoint: time between periodic checkpoints (60, 300s, 500ms; default: 60s)"},
+    {CLI_OPT_MODEL, "model", 0, "PATH",
+     "the model, when it is no longer at the path the checkpoint recorded (its content must be"
+     " the same)"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -255,7 +265,19 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         o->order = val;
         return CLI_EXIT_OK;
     case CLI_OPT_TRAIN: return cli_train_opt(cmd, o, od->lng, val);
-    case CLI_OPT_SEARCH: {
+    case CLI_OPT_CHECKPOINT:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --%s: empty value", cmd->name, od->lng);
+        if (!strcmp(od->lng, "checkpoint"))
+            o->checkpoint = val;
+        else
+            o->checkpoint_every = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_MODEL:
+        if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --model: empty file name", cmd->name);
+        o->model = val;
+        return CLI_EXIT_OK;
+    case CLI_OPT_SEARCH:
+    case CLI_OPT_BUDGET: {
         if (!strcmp(od->lng, "quiet")) {
             o->quiet = true;
             return CLI_EXIT_OK;
@@ -309,6 +331,7 @@ static int parse_args(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
         }
         if (strcmp(a, "--") == 0) {
             only_pos = true;
+            o->end_of_opts = i;
             continue;
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -353,6 +376,9 @@ int cli_opts_parse(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
     o->imp.shape_names = o->shape_names;
     o->imp.shape_values = o->shape_values;
     o->imp.data_names = o->data_names;
+    o->argc = argc;
+    o->argv = argv;
+    o->end_of_opts = argc;
     return parse_args(cmd, argc, argv, o);
 }
 

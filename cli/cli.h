@@ -21,7 +21,7 @@ enum cli_exit {
     CLI_EXIT_INTERNAL = 1,
     CLI_EXIT_USAGE = 2, /* bad input or usage */
     CLI_EXIT_LIMIT = 3, /* completed, but the limit was not met or `verify` found a mismatch */
-    CLI_EXIT_INTERRUPTED = 4, /* SIGINT/SIGTERM, after the plan was written */
+    CLI_EXIT_INTERRUPTED = 4, /* SIGINT/SIGTERM, after the final checkpoint and the plan */
 };
 
 /* ---------------------------------------------------------------- options */
@@ -42,9 +42,14 @@ enum cli_opt_mask {
     CLI_OPT_TRAIN = 1u << 10,
     CLI_OPT_ORDER = 1u << 11,  /* --order eager|memory */
     CLI_OPT_REPEAT = 1u << 12, /* --repeat N */
-    /* --mem-limit, --lat-limit, --time, --max-states, --max-frontier, --threads, --rules,
-     * --delta, --quiet (cmd-optimize.c parses the values) */
+    /* --mem-limit, --lat-limit, --max-frontier, --rules, --delta: what defines a search
+     * (optimize-opts.c parses the values) */
     CLI_OPT_SEARCH = 1u << 13,
+    /* --time, --max-states, --threads, --quiet: a search's budgets and how it runs, which
+     * `resume` may change */
+    CLI_OPT_BUDGET = 1u << 14,
+    CLI_OPT_CHECKPOINT = 1u << 15, /* --checkpoint FILE, --checkpoint-every T */
+    CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
 };
 
 typedef struct cli_input {
@@ -71,10 +76,18 @@ typedef struct cli_opts {
     bool train;               /* --train: work on the training graph (cli_load_graph) */
     ir_train_opts train_opts; /* --loss, --target, --optimizer, --lr */
     const char *train_only;   /* the first option given that needs --train, for the error */
-    /* CLI_OPT_SEARCH values as given (NULL when absent); cmd-optimize.c parses them */
+    /* CLI_OPT_SEARCH and CLI_OPT_BUDGET values as given (NULL when absent); optimize-opts.c
+     * parses them */
     const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta,
         *max_frontier;
     bool quiet;
+    const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
+    const char *model;                         /* --model, or NULL */
+    /* The arguments parsed (after the sub-command's name), as given: optimize records them in
+     * its checkpoints so that resume can parse them again. */
+    int argc;
+    char **argv;
+    int end_of_opts; /* index in argv of the "--" that ended the options, argc when none */
     int n_pos;
     const char **pos; /* positional arguments, in order */
     bool help;        /* --help / -h was given: print the sub-command's help */
@@ -118,6 +131,10 @@ int cli_cmd_profile(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_resume(const cli_cmd *cmd, const cli_opts *o);
+/* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
+ * with optimize's). */
+const cli_cmd *cli_find_cmd(const char *name);
 
 /* ---------------------------------------------------------------- limits (limits.c) */
 

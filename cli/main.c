@@ -93,13 +93,35 @@ static const cli_cmd cmds[] = {
             "--threads 1 --seed S --max-states K gives the same plan on every run. Progress\n"
             "goes to stderr (a live line on a terminal). Writes DIR/optimized.onnx (fissions\n"
             "materialized, nodes in the schedule's order), DIR/schedule.json, DIR/report.json\n"
-            "and DIR/memory.svg (default DIR: magpie-out). Exit 3 when the limit is not met\n"
-            "(the plan is still written), 4 when interrupted.",
+            "and DIR/memory.svg (default DIR: magpie-out). With --checkpoint FILE the search's\n"
+            "state goes to FILE every --checkpoint-every, at once on SIGUSR1, and when it ends;\n"
+            "SIGINT/SIGTERM stop it, write the final checkpoint and the plan, and exit 4.\n"
+            "'magpie resume FILE' continues it. Exit 3 when the limit is not met (the plan is\n"
+            "still written).",
         .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_SEED | CLI_OPT_OUTDIR | CLI_OPT_JSON |
-                CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TRAIN | CLI_OPT_SEARCH,
+                CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TRAIN | CLI_OPT_SEARCH |
+                CLI_OPT_BUDGET | CLI_OPT_CHECKPOINT,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_optimize,
+    },
+    {
+        .name = "resume",
+        .args = "FILE",
+        .summary = "continue a search from the checkpoint optimize --checkpoint wrote",
+        .details =
+            "Continues the search exactly where the checkpoint left it: same model (at its\n"
+            "recorded path, or --model PATH if it moved; refused when its content differs),\n"
+            "same options (those of the optimize command, recorded in FILE), same costs (the\n"
+            "profile recorded in FILE). No state already seen is explored again. --time and\n"
+            "--max-states count the whole search, earlier runs included, and may be raised;\n"
+            "--threads may differ. Checkpoints go on to FILE (or --checkpoint FILE2); the plan,\n"
+            "report and exit statuses are optimize's. A bad checkpoint (truncated, corrupt,\n"
+            "another version, another model) exits 2 and is left untouched.",
+        .opts = CLI_OPT_OUTDIR | CLI_OPT_JSON | CLI_OPT_BUDGET | CLI_OPT_CHECKPOINT | CLI_OPT_MODEL,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_resume,
     },
     {
         .name = "verify",
@@ -119,7 +141,7 @@ static const cli_cmd cmds[] = {
 };
 #define N_CMDS ((int)(sizeof cmds / sizeof cmds[0]))
 
-static const cli_cmd *find_cmd(const char *name) {
+const cli_cmd *cli_find_cmd(const char *name) {
     for (int i = 0; i < N_CMDS; i++)
         if (strcmp(cmds[i].name, name) == 0) return &cmds[i];
     return NULL;
@@ -131,7 +153,7 @@ static void print_main_help(FILE *f) {
                "magpie optimizes deep-learning graphs for memory and speed.\n\ncommands:\n");
     for (int i = 0; i < N_CMDS; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
     fprintf(f, "\nexit status: 0 success, 1 internal error, 2 bad input or usage, 3 limit not met\n"
-               "or verify mismatch, 4 interrupted.\n");
+               "or verify mismatch, 4 interrupted (after the final checkpoint and the plan).\n");
 }
 
 static void print_cmd_help(FILE *f, const cli_cmd *c) {
@@ -186,7 +208,7 @@ int main(int argc, char **argv) {
             print_main_help(stdout);
             return finish(CLI_EXIT_OK);
         }
-        const cli_cmd *c = find_cmd(argv[2]);
+        const cli_cmd *c = cli_find_cmd(argv[2]);
         if (!c)
             return cli_fail(CLI_EXIT_USAGE, "help: unknown command '%s' (try 'magpie --help')",
                             argv[2]);
@@ -197,7 +219,7 @@ int main(int argc, char **argv) {
     }
     if (a[0] == '-')
         return cli_fail(CLI_EXIT_USAGE, "unknown option '%s' (try 'magpie --help')", a);
-    const cli_cmd *c = find_cmd(a);
+    const cli_cmd *c = cli_find_cmd(a);
     if (!c) return cli_fail(CLI_EXIT_USAGE, "unknown command '%s' (try 'magpie --help')", a);
     return finish(dispatch(c, argc - 2, argv + 2));
 }

@@ -1,6 +1,8 @@
-/* explorer-impl.h - private declarations of explorer/ shared by the memory optimizer's search
- * (xp-search.c: expansion, the driver, the result) and its states (xp-state.c: states as parent
- * plus rewrite, their materializations, the LRU cache and replay).
+/* explorer-impl.h - private declarations of explorer/: the deque's quiescent visit (xp-deque.c,
+ * for the pool's snapshots in xp-pool.c), and what the memory optimizer's search shares between
+ * its files (xp-search.c: expansion, the driver, the result; xp-state.c: states as parent plus
+ * rewrite, their materializations, the LRU cache and replay; xp-snapshot.c: snapshots of the
+ * search and the rebuilding of its state tree on resume).
  *
  * Invariants:
  *  - a state's fields other than mat and the lru links are written once, before the state is
@@ -18,6 +20,10 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
+/* Calls fn for every item of q from top (oldest) to bottom. Only while no thread operates on q
+ * (workers paused or joined: that pause or join must give happens-before). */
+void xp_deque_visit(const xp_deque *q, void (*fn)(void *arg, uint64_t item), void *arg);
+
 /* An immutable graph shared by several materializations (an F-Tree mutation keeps G_b). */
 typedef struct xs_graph {
     atomic_int refs;
@@ -33,7 +39,8 @@ typedef struct xs_mat {
     int *order;    /* ge->g->n_nodes node indices of ge->g */
     uint32_t *fis; /* sorted: ids of the enabled groups' S and of ge's fission nodes */
     int n_fis;
-    size_t bytes; /* what the cache charges for it (an estimate) */
+    ir_hash_memo hm; /* ge's per-node hashes: a child's fingerprint is an update of them */
+    size_t bytes;    /* what the cache charges for it (an estimate) */
 } xs_mat;
 
 typedef struct xs_state {
@@ -91,6 +98,19 @@ typedef struct xs_eval {
 
 double xs_now(void);
 
+/* The pool's key of a state under the mode (xs_better's order: the limited figure first). */
+static inline xp_key xs_key(const xs_ctx *c, size_t peak, double lat) {
+    xp_key k;
+    if (c->o->mode == XS_MODE_LAT) {
+        k.k[0] = lat;
+        k.k[1] = (double)peak;
+    } else {
+        k.k[0] = (double)peak;
+        k.k[1] = lat;
+    }
+    return k;
+}
+
 /* xp-state.c */
 ir_status xs_ctx_init(xs_ctx *c, const xs_options *o, int n_workers, ir_diag *d);
 void xs_ctx_free(xs_ctx *c);  /* after every state is gone */
@@ -113,5 +133,21 @@ void xs_cache_put(xs_ctx *c, xs_state *s, xs_mat *m);
 /* Places swaps (when any) and simulates order on g. */
 ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *peak, double *lat,
                       ir_diag *d);
+
+/* xp-snapshot.c */
+/* The snapshot of the search c runs on p, while p is paused or after xp_pool_wait: r holds this
+ * run's start figures and resumes; c->o->resume (may be NULL) the snapshot this run resumed,
+ * whose counters are added. IR_ERR_NOMEM only (*out is then empty). */
+ir_status xs_snapshot_take(xs_ctx *c, const xp_pool *p, const ir_graph *g, const xs_result *r,
+                           xs_snapshot *out, ir_diag *d);
+/* Whether the start state that setup() rebuilt from g (c->root, the figures in r) is the one
+ * s was taken from; IR_ERR_INVALID naming what differs. s passed xs_snapshot_check. */
+ir_status xs_snapshot_match(const xs_snapshot *s, const ir_graph *g, const xs_ctx *c,
+                            const xs_result *r, ir_diag *d);
+/* Rebuilds s's state tree below c->root (which it takes: c->root is NULL afterwards), replays
+ * the best once to check it (IR_ERR_INVALID when it does not rebuild), and starts p from the
+ * frontier (xp_pool_start_restored). p owns the states whatever happens; on failure p never
+ * started or has ended already (xp_pool_free it). */
+ir_status xs_snapshot_restore(xs_ctx *c, xp_pool *p, const xs_snapshot *s, ir_diag *d);
 
 #endif

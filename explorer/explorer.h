@@ -256,6 +256,82 @@ const void *xp_pool_best(const xp_pool *p, xp_key *key);
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per);
 const char *xp_stop_reason_to_string(xp_stop_reason r);
 
+/* ---------------------------------------------------------------- pool snapshots and restore
+ *
+ * What a checkpoint needs from the pool (DESIGN.md decision 6), generic over the state type.
+ *
+ * Unfinished states. A state whose expand was running when the search stopped (a budget, a
+ * request, a full fingerprint set) and that was told so (xp_worker_should_stop returned true or
+ * xp_emit XP_EMIT_STOPPED during it) may have emitted only some of its children. It is neither
+ * freed nor counted as expanded: the worker keeps it as unfinished, and a restored pool expands
+ * its unfinished states before anything else (each on the worker it is given to, before that
+ * worker's heap). Re-expanding it is exact: the children it had emitted are duplicates now
+ * (their fingerprints are in the set), the others are generated as they would have been. A
+ * pause never leaves unfinished states (it waits for every expand to end).
+ *
+ * Determinism across a restore: with threads == 1 in both runs, a pool restored from a snapshot
+ * of the frontier (keys, fingerprints, push sequence numbers), the fingerprint set, the best, the
+ * worker's next sequence number and the counters continues exactly as the snapshotted run would
+ * have, so "run to K/2, snapshot, restore, run to K" equals one run to K. */
+
+typedef struct xp_item {
+    void *state;
+    xp_key key;
+    uint64_t fp;
+    uint64_t seq;    /* push order in its worker's heap (the tie-break of equal keys) */
+    int worker;      /* the worker that holds it (a restore with fewer workers: modulo) */
+    bool unfinished; /* its expand was cut short by the stop (above) */
+} xp_item;
+
+/* Calls fn once for every state the pool holds that is accepted and not yet expanded: each
+ * worker's unfinished states, heap and deque, in a deterministic order (worker by worker;
+ * unfinished, then the heap in array order, then the deque from top to bottom). Only while
+ * paused or after xp_pool_wait, from the controlling thread. The states stay the pool's. */
+void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_item *it),
+                            void *arg);
+/* The fingerprint set: its count, and a copy as xp_fpset_copy makes it. Paused or joined only. */
+size_t xp_pool_fp_count(const xp_pool *p);
+size_t xp_pool_fp_copy(const xp_pool *p, uint64_t *out, size_t cap);
+/* Worker i's next push sequence number and RNG stream state. Paused or joined only. */
+void xp_pool_worker_cursor(const xp_pool *p, int i, uint64_t *seq, uint64_t *rng);
+
+typedef struct xp_restore {
+    /* The frontier: every state becomes the pool's (whatever the result of the start), each
+     * exactly once. Item i goes to worker items[i].worker % threads; unfinished items are
+     * expanded first, in the order given. */
+    const xp_item *items;
+    size_t n_items;
+    /* The best: items[best_item].state when best_item >= 0, else best_state (then a state the
+     * pool owns from now on, not in items). Required. */
+    long best_item;
+    void *best_state;
+    uint64_t best_fp;
+    xp_key best_key;
+    /* The fingerprint set (the frontier's and the best's included). More than opts.max_states
+     * of them (a resume with a smaller budget): the set is made to hold them all and the pool
+     * stops at once with XP_STOP_FULL, nothing expanded, its frontier kept (a final snapshot
+     * loses nothing). */
+    const uint64_t *fps;
+    size_t n_fps;
+    /* Per worker of the snapshotted run (n_cursors of them; may be 0): the next sequence number
+     * and RNG state, restored when n_cursors == threads; otherwise every worker's sequence
+     * starts above the largest given and its RNG stream is re-derived from opts.seed and the
+     * number of expansions so far (another run's streams, as a new thread count must be). */
+    const uint64_t *seq, *rng;
+    int n_cursors;
+    /* The counters of the earlier runs, added to worker 0's (so budgets and statistics count
+     * the whole search): max_expanded counts from base.expanded. */
+    xp_worker_stats base;
+    /* Search time already spent: max_seconds counts from it (a budget already spent stops the
+     * restored pool at once with XP_STOP_TIME, after nothing was expanded). */
+    double elapsed_s;
+} xp_restore;
+
+/* xp_pool_start from a snapshot instead of a root (same contract otherwise: once per pool;
+ * false when threads cannot be started or memory runs out; the pool owns every state given in
+ * r whatever happens). With an empty frontier the pool ends at once (XP_STOP_EXHAUSTED). */
+bool xp_pool_start_restored(xp_pool *p, const xp_restore *r);
+
 /* ---------------------------------------------------------------- memory-optimizer search */
 
 /* xs_search (xp-search.c, xp-state.c): MAGIS Algorithm 3 on the xp_pool above, over the rules of
@@ -325,6 +401,62 @@ typedef enum xs_phase {
 } xs_phase;
 const char *xs_phase_name(int phase); /* "candidates", "rewrite", ...; "?" otherwise */
 
+/* ---------------------------------------------------------------- search snapshots
+ *
+ * A snapshot of a search (what a checkpoint holds; checkpoints/ serializes it): plain data, no
+ * pointers into the search. The states form a tree rooted at states[0], the start state: each
+ * other state names its parent (an index below its own) and the rewrite that made it, so the
+ * search rebuilds it by replay. The states listed are the frontier's, the best and all their
+ * ancestors, each once, parents before children (ordered by depth, then by first appearance in
+ * the frontier walk). */
+
+typedef struct xs_snap_state {
+    int32_t parent; /* index of the parent state; -1 for states[0] only */
+    rw_rewrite rw;  /* what made it from the parent (zeroed for states[0]) */
+    uint64_t peak;  /* its evaluation, as the search computed it (checked again on replay) */
+    double lat;
+    uint64_t fp;
+} xs_snap_state;
+
+typedef struct xs_snap_item {
+    int32_t state; /* index into states */
+    uint64_t seq;  /* xp_item's */
+    int32_t worker;
+    bool unfinished;
+} xs_snap_item;
+
+typedef struct xs_snapshot {
+    xs_snap_state *states; /* malloc'd, n_states >= 1 */
+    uint32_t n_states;
+    xs_snap_item *frontier; /* malloc'd (may be NULL when empty) */
+    uint32_t n_frontier;
+    int32_t best;  /* index into states */
+    uint64_t *fps; /* malloc'd: the fingerprint set, any order */
+    uint64_t n_fps;
+    /* per worker of the run that took it: next push sequence number, RNG stream */
+    uint64_t *worker_seq, *worker_rng; /* malloc'd, n_workers each */
+    int32_t n_workers;
+    xp_worker_stats counters; /* summed over the workers, earlier runs included */
+    /* xs_result's counters, earlier runs included */
+    uint64_t cache_hits, cache_misses, replay_steps, replay_mismatches, failed_children;
+    double phase_seconds[XS_PHASE_COUNT];
+    double elapsed_s; /* search seconds (the pool's runs), earlier runs included */
+    uint32_t resumes; /* how many times this search was resumed before this snapshot */
+    /* the start state, to check that a resume rebuilt the same graph */
+    uint32_t start_nodes;
+    uint64_t eager_peak, start_peak;
+    double eager_lat, start_lat;
+} xs_snapshot;
+
+void xs_snapshot_free(xs_snapshot *s); /* NULL-safe, idempotent; zeroes *s */
+
+/* Structural checks of a decoded snapshot (what a checkpoint reader must not trust): at least
+ * one state, states[0] the only one without a parent, every parent index below its child's,
+ * rewrite kinds in range, frontier and best indices in range, no state twice in the frontier,
+ * finite non-negative figures, n_workers >= 1 with its arrays. IR_ERR_PARSE with the first
+ * violation in d (prefixed with name) otherwise. */
+ir_status xs_snapshot_check(const xs_snapshot *s, const char *name, ir_diag *d);
+
 typedef struct xs_progress {
     double seconds;
     uint64_t expanded, generated;
@@ -353,6 +485,26 @@ typedef struct xs_options {
     double progress_interval_s;
     /* Polled by the calling thread: once non-zero the search stops (a SIGINT handler sets it). */
     volatile sig_atomic_t *interrupt;
+    /* Checkpoints. checkpoint (may be NULL: none) is called on the calling thread with a
+     * snapshot taken at a safe point: every checkpoint_every_s seconds (<= 0: never
+     * periodically), as soon as *checkpoint_now (may be NULL) is non-zero (a SIGUSR1 handler
+     * sets it; the search clears it), once right after the search starts (so a checkpoint exists
+     * from the first seconds on) and once when the search has ended, for whatever reason
+     * (final = true; the unfinished states are in that one). The workers are paused only while
+     * the snapshot is copied; they run again while the callback encodes and writes it. The
+     * snapshot is the callback's to read during the call only. A failing callback (its status
+     * not IR_OK) is reported in xs_result.checkpoint_error and the search goes on; the final
+     * one's failure makes xs_search fail with its status. */
+    ir_status (*checkpoint)(void *arg, const xs_snapshot *s, bool final, ir_diag *d);
+    void *checkpoint_arg;
+    double checkpoint_every_s;
+    volatile sig_atomic_t *checkpoint_now;
+    /* Resume: start from this snapshot (checked with xs_snapshot_check, then against the start
+     * state rebuilt from g: node count, eager and start figures, states[0]'s fingerprint; a
+     * mismatch is IR_ERR_INVALID, "the model or its options do not rebuild the checkpointed
+     * graph") instead of the start state. max_seconds and max_states count the whole search,
+     * the snapshot's part included. NULL: a new search. */
+    const xs_snapshot *resume;
 } xs_options;
 
 /* A fission enabled in the best state. */
@@ -386,8 +538,16 @@ typedef struct xs_result {
     uint64_t replay_steps;                /* rewrites replayed to rebuild them */
     uint64_t replay_mismatches;           /* rebuilt states whose fingerprint or key differed */
     uint64_t failed_children;             /* candidates that did not apply or schedule */
-    xp_pool_stats stats;
+    xp_pool_stats stats; /* this run's pool; stats.total and stats.seconds count the whole
+                          * search, earlier runs of a resumed one included */
     bool interrupted;
+    uint32_t resumes; /* times the search was resumed (0 for a new one) */
+    /* checkpoints written by this run: how many, the seconds the workers were paused to take
+     * the snapshots, the seconds the callback took (encoding and writing, workers running),
+     * and the last failure's message (empty when none failed) */
+    uint32_t checkpoints;
+    double checkpoint_pause_s, checkpoint_write_s;
+    char checkpoint_error[256];
 } xs_result;
 
 /* Runs the search on g (not modified). On failure returns the status with d set and *r

@@ -13,7 +13,7 @@
  *    slots in the new array).
  * Slots are atomics (relaxed) because a thief may read a slot the owner is overwriting after
  * a wrap-around; such a thief's CAS on top then fails and the value is discarded. */
-#include "explorer.h"
+#include "explorer-impl.h"
 
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -185,4 +185,14 @@ size_t xp_deque_size(const xp_deque *q) {
     int64_t b = atomic_load_explicit(&q->bottom, memory_order_relaxed);
     int64_t t = atomic_load_explicit(&q->top, memory_order_relaxed);
     return b > t ? (size_t)(b - t) : 0;
+}
+
+void xp_deque_visit(const xp_deque *q, void (*fn)(void *arg, uint64_t item), void *arg) {
+    /* relaxed: quiescent (contract), and whatever stopped the other threads (a pause or a
+     * join) ordered their writes before these loads */
+    int64_t t = atomic_load_explicit(&q->top, memory_order_relaxed);
+    int64_t b = atomic_load_explicit(&q->bottom, memory_order_relaxed);
+    xp_array *a = atomic_load_explicit(&((xp_deque *)q)->array, memory_order_relaxed);
+    for (int64_t i = t; i < b; i++)
+        fn(arg, atomic_load_explicit(&a->slot[i & (a->size - 1)], memory_order_relaxed));
 }

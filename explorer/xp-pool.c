@@ -16,6 +16,16 @@
  * (the frontier bound) decrements it for a state of the evicting worker's heap after the child
  * that replaces it was counted, so it cannot reach 0 early either.
  *
+ * Unfinished states (explorer.h, "pool snapshots and restore"): an expand that the pool told to
+ * stop (xp_worker_should_stop returned true or xp_emit returned XP_EMIT_STOPPED to it) may have
+ * emitted only part of its children, so its node is kept as the worker's `cut` (pending not
+ * decremented, expanded not counted) and the worker ends; so each worker holds at most one. An
+ * expand told nothing emitted all its children, even if the stop flag was set meanwhile (e.g. by
+ * another worker's max_expanded ticket), and counts as expanded, which keeps that budget exact. A
+ * restored pool puts the unfinished states it is given in its workers' `first` queues, which
+ * find_work empties before the heap. A pause waits for every expand to end, so it never sees a cut
+ * node while workers still run.
+ *
  * Frontier bound (opts.max_frontier = N): each worker keeps at most cap = ceil(N / threads)
  * states in its heap plus its deque (the deque's size read at push time; thieves only shrink
  * it). A child accepted when that is full evicts the worst state of the heap if it is better
@@ -25,7 +35,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "explorer.h"
+#include "explorer-impl.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -70,6 +80,13 @@ struct xp_worker {
     size_t cap;         /* frontier bound of this worker (heap + deque); 0: none */
     xp_deque *deque;    /* owner pushes/pops, others steal */
     xp_node *retired;   /* owner only until join */
+    /* owner only (the controlling thread before start, and while paused or joined): restored
+     * unfinished states first[first_at..first_n), expanded before the heap; cut: the state
+     * whose expand the stop cut short (the worker ends right after, so at most one) */
+    xp_node **first;
+    size_t first_at, first_n;
+    xp_node *cut;
+    bool signaled; /* owner only: the running expand was told to stop (see worker_main) */
     xp_counters c;
     pthread_t thread;
     bool started;
@@ -211,9 +228,13 @@ int xp_worker_index(const xp_worker *w) {
 bool xp_worker_should_stop(xp_worker *w) {
     xp_pool *p = w->pool;
     /* relaxed: a hint, as in worker_main */
-    if (atomic_load_explicit(&p->stop, memory_order_relaxed) != XP_STOP_NONE) return true;
+    if (atomic_load_explicit(&p->stop, memory_order_relaxed) != XP_STOP_NONE) {
+        w->signaled = true;
+        return true;
+    }
     if (p->deadline_ns && now_ns() >= p->deadline_ns) {
         set_stop(p, XP_STOP_TIME);
+        w->signaled = true;
         return true;
     }
     return false;
@@ -256,16 +277,19 @@ xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
     bump(&w->c.generated);
     xp_fp_result fr = xp_fpset_insert(p->fps, fp);
     if (fr != XP_FP_NEW) {
-        if (fr == XP_FP_PRESENT)
+        if (fr == XP_FP_PRESENT) {
             bump(&w->c.duplicates);
-        else
+        } else {
             set_stop(p, XP_STOP_FULL);
+            w->signaled = true;
+        }
         if (p->cb.free_state) p->cb.free_state(p->ctx, child);
         return fr == XP_FP_PRESENT ? XP_EMIT_DUPLICATE : XP_EMIT_STOPPED;
     }
     xp_node *n = malloc(sizeof *n);
     if (!n) {
         set_stop(p, XP_STOP_NOMEM);
+        w->signaled = true;
         if (p->cb.free_state) p->cb.free_state(p->ctx, child);
         return XP_EMIT_STOPPED;
     }
@@ -323,6 +347,7 @@ xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
     }
     if (!heap_push(w, n)) {
         set_stop(p, XP_STOP_NOMEM);
+        w->signaled = true;
         /* pending stays raised: the search stops, so termination by pending is moot */
         if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
         return XP_EMIT_STOPPED;
@@ -345,7 +370,11 @@ static void park(xp_worker *w) {
     pthread_mutex_unlock(&p->mu);
 }
 
-static xp_node *find_work(xp_worker *w) {
+/* The next state to expand: a restored unfinished one (*from_first set), the heap's best, the own
+ * deque's newest, or one stolen. */
+static xp_node *find_work(xp_worker *w, bool *from_first) {
+    *from_first = w->first_at < w->first_n;
+    if (*from_first) return w->first[w->first_at++];
     xp_node *n = heap_pop(w);
     if (n) return n;
     uint64_t item;
@@ -382,7 +411,8 @@ static void *worker_main(void *arg) {
             set_stop(p, XP_STOP_TIME);
             break;
         }
-        xp_node *n = find_work(w);
+        bool from_first;
+        xp_node *n = find_work(w, &from_first);
         if (!n) {
             /* acquire: pairs with the acq_rel decrements, so all the expands (and their
              * frees) that brought pending to 0 happen-before this worker ends */
@@ -404,11 +434,22 @@ static void *worker_main(void *arg) {
             atomic_fetch_add_explicit(&p->expand_tickets, 1, memory_order_relaxed) >=
                 p->o.max_expanded) {
             set_stop(p, XP_STOP_EXPANDED);
-            if (!heap_push(w, n) && !atomic_load_explicit(&n->retired, memory_order_relaxed))
+            if (from_first)
+                w->first[--w->first_at] = n; /* back where it was: still unfinished */
+            else if (!heap_push(w, n) && !atomic_load_explicit(&n->retired, memory_order_relaxed))
                 free_node(p, n); /* no room to keep it: the search is over anyway */
             break;
         }
+        w->signaled = false;
         p->cb.expand(p->ctx, w, n->state);
+        if (w->signaled) {
+            /* the expand was told the search stops (should_stop, or an emit STOPPED), so it may
+             * have left children out: unfinished, kept for a snapshot; pending keeps counting
+             * it, expanded does not. One told nothing ran to its end, whatever the flag says
+             * now (a budget met by another worker), and counts as expanded as always. */
+            w->cut = n;
+            break;
+        }
         bump(&w->c.expanded);
         /* relaxed: written by the emitter before the node reached this thread */
         if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
@@ -512,6 +553,11 @@ void xp_pool_free(xp_pool *p) {
             xp_node *n = (xp_node *)(uintptr_t)item;
             if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
         }
+        for (size_t k = w->first_at; k < w->first_n; k++)
+            if (!atomic_load_explicit(&w->first[k]->retired, memory_order_relaxed))
+                free_node(p, w->first[k]);
+        if (w->cut && !atomic_load_explicit(&w->cut->retired, memory_order_relaxed))
+            free_node(p, w->cut);
     }
     for (int i = 0; p->w && i < p->n; i++) {
         xp_worker *w = &p->w[i];
@@ -520,6 +566,7 @@ void xp_pool_free(xp_pool *p) {
             free_node(p, n);
         }
         free(w->heap);
+        free(w->first);
         xp_deque_free(w->deque);
     }
     free(p->w);
@@ -530,6 +577,42 @@ void xp_pool_free(xp_pool *p) {
     free(p);
 }
 
+/* A start that failed before any thread ran: out of memory, the pool ended (joined) at once. */
+static void fail_start(xp_pool *p) {
+    set_stop(p, XP_STOP_NOMEM);
+    clock_gettime(CLOCK_MONOTONIC, &p->t0);
+    /* relaxed: no other thread exists */
+    atomic_store_explicit(&p->end_ns, now_ns(), memory_order_relaxed);
+    p->joined = true;
+}
+
+/* Starts the workers, with the deadline counted from now minus spent seconds; false (the pool
+ * stopped and joined) when a thread cannot be created. */
+static bool launch(xp_pool *p, double spent_s) {
+    clock_gettime(CLOCK_MONOTONIC, &p->t0);
+    int64_t t0 = (int64_t)p->t0.tv_sec * 1000000000 + p->t0.tv_nsec;
+    p->deadline_ns = 0;
+    if (p->o.max_seconds > 0) {
+        double left = p->o.max_seconds - spent_s;
+        if (!(left > 0)) {
+            set_stop(p, XP_STOP_TIME); /* spent already: the workers end at their first check */
+            left = 0;
+        }
+        p->deadline_ns = t0 + (int64_t)(left * 1e9);
+        if (p->deadline_ns == 0) p->deadline_ns = 1; /* 0 means none */
+    }
+    bool ok = true;
+    for (int i = 0; ok && i < p->n; i++) {
+        ok = pthread_create(&p->w[i].thread, NULL, worker_main, &p->w[i]) == 0;
+        p->w[i].started = ok;
+    }
+    if (!ok) {
+        set_stop(p, XP_STOP_NOMEM);
+        xp_pool_wait(p);
+    }
+    return ok;
+}
+
 bool xp_pool_start(xp_pool *p, void *root, uint64_t root_fp, xp_key root_key) {
     XP_ASSERT(p && !p->started);
     p->started = true;
@@ -537,8 +620,7 @@ bool xp_pool_start(xp_pool *p, void *root, uint64_t root_fp, xp_key root_key) {
     xp_node *n = malloc(sizeof *n);
     if (!n) {
         if (p->cb.free_state) p->cb.free_state(p->ctx, root);
-        set_stop(p, XP_STOP_NOMEM);
-        p->joined = true;
+        fail_start(p);
         return false;
     }
     *n = (xp_node){.state = root, .key = root_key, .fp = root_fp, .seq = w0->seq++};
@@ -548,20 +630,139 @@ bool xp_pool_start(xp_pool *p, void *root, uint64_t root_fp, xp_key root_key) {
     /* relaxed: the threads created below see it through pthread_create */
     atomic_store_explicit(&p->best, n, memory_order_relaxed);
     atomic_store_explicit(&p->pending, 1, memory_order_relaxed);
-    bool ok = heap_push(w0, n);
-    clock_gettime(CLOCK_MONOTONIC, &p->t0);
-    int64_t t0 = (int64_t)p->t0.tv_sec * 1000000000 + p->t0.tv_nsec;
-    p->deadline_ns = p->o.max_seconds > 0 ? t0 + (int64_t)(p->o.max_seconds * 1e9) : 0;
-    for (int i = 0; ok && i < p->n; i++) {
-        ok = pthread_create(&p->w[i].thread, NULL, worker_main, &p->w[i]) == 0;
-        p->w[i].started = ok;
-    }
-    if (!ok) {
-        set_stop(p, XP_STOP_NOMEM);
-        xp_pool_wait(p);
+    if (!heap_push(w0, n)) {
+        fail_start(p); /* the root is on the retire list: xp_pool_free frees it */
         return false;
     }
-    return true;
+    return launch(p, 0.0);
+}
+
+static void first_push(xp_worker *w, xp_node *n) {
+    /* sized at restore for every unfinished state of w; it only shrinks afterwards (the ticket
+     * path puts back the one it took) */
+    w->first[w->first_n++] = n;
+}
+
+/* Marks n as ever offered as the best (xp_pool_free frees it, from w's retire list). */
+static void retire(xp_worker *w, xp_node *n) {
+    /* relaxed: no worker runs yet; pthread_create orders this before their reads */
+    atomic_store_explicit(&n->retired, true, memory_order_relaxed);
+    n->next_retired = w->retired;
+    w->retired = n;
+}
+
+/* Worker 0's counters start at the earlier runs' (budgets and statistics count the whole
+ * search). No worker runs yet: relaxed stores, published by pthread_create. */
+static void set_base(xp_counters *c, const xp_worker_stats *b) {
+    atomic_store_explicit(&c->expanded, b->expanded, memory_order_relaxed);
+    atomic_store_explicit(&c->generated, b->generated, memory_order_relaxed);
+    atomic_store_explicit(&c->duplicates, b->duplicates, memory_order_relaxed);
+    atomic_store_explicit(&c->rejected, b->rejected, memory_order_relaxed);
+    atomic_store_explicit(&c->pushed, b->pushed, memory_order_relaxed);
+    atomic_store_explicit(&c->exposed, b->exposed, memory_order_relaxed);
+    atomic_store_explicit(&c->steals, b->steals, memory_order_relaxed);
+    atomic_store_explicit(&c->steal_attempts, b->steal_attempts, memory_order_relaxed);
+    atomic_store_explicit(&c->improvements, b->improvements, memory_order_relaxed);
+    atomic_store_explicit(&c->evicted, b->evicted, memory_order_relaxed);
+    atomic_store_explicit(&c->dropped, b->dropped, memory_order_relaxed);
+    atomic_store_explicit(&c->frontier_peak, b->frontier_peak, memory_order_relaxed);
+}
+
+/* The sequence numbers and RNG streams of the workers (see xp_restore). */
+static void set_cursors(xp_pool *p, const xp_restore *r) {
+    if (r->n_cursors == p->n && r->seq && r->rng) {
+        for (int i = 0; i < p->n; i++) {
+            p->w[i].seq = r->seq[i];
+            p->w[i].rng = r->rng[i];
+        }
+        return;
+    }
+    uint64_t above = 0;
+    for (int i = 0; r->seq && i < r->n_cursors; i++) above = r->seq[i] > above ? r->seq[i] : above;
+    for (size_t i = 0; i < r->n_items; i++)
+        if (r->items[i].seq >= above) above = r->items[i].seq + 1;
+    for (int i = 0; i < p->n; i++) {
+        xp_worker *w = &p->w[i];
+        w->seq = above;
+        /* another thread count is another run: fresh streams, but still a function of the
+         * seed and of how far the search got, so that a resumed run is reproducible */
+        w->rng = p->o.seed ^ (UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(i + 1)) ^
+                 (UINT64_C(0x8cb92ba72f3d8dd7) * (r->base.expanded + 1));
+        splitmix(&w->rng);
+    }
+}
+
+/* The worker a restored item goes to. */
+static size_t item_worker(const xp_pool *p, const xp_item *it) {
+    return (size_t)(it->worker < 0 ? 0 : it->worker) % (size_t)p->n;
+}
+
+bool xp_pool_start_restored(xp_pool *p, const xp_restore *r) {
+    XP_ASSERT(p && !p->started && r);
+    XP_ASSERT(r->best_item < (long)r->n_items && (r->best_item >= 0 || r->best_state));
+    p->started = true;
+    size_t i = 0;
+    xp_node *best = NULL;
+    /* A snapshot with more fingerprints than this run's budget (a resume with a smaller one):
+     * the set is made to hold them all, so a later snapshot loses none, and the run stops at
+     * once (it has nothing left to spend). */
+    if (r->n_fps > p->o.max_states) {
+        xp_fpset *all = xp_fpset_init(r->n_fps);
+        if (!all) goto nomem;
+        xp_fpset_free(p->fps);
+        p->fps = all;
+        set_stop(p, XP_STOP_FULL);
+    }
+    if (xp_fpset_insert_bulk(p->fps, r->fps, r->n_fps, NULL) == XP_FP_FULL)
+        set_stop(p, XP_STOP_FULL); /* cannot happen with the sizing above; kept as a guard */
+    /* the first queues, sized for each worker's unfinished states (first_n counts them here) */
+    for (size_t j = 0; j < r->n_items; j++)
+        if (r->items[j].unfinished) p->w[item_worker(p, &r->items[j])].first_n++;
+    for (int k = 0; k < p->n; k++) {
+        xp_worker *w = &p->w[k];
+        if (w->first_n && !(w->first = malloc(sizeof(xp_node *) * w->first_n))) goto nomem;
+        w->first_n = 0;
+    }
+    for (; i < r->n_items; i++) {
+        const xp_item *it = &r->items[i];
+        xp_worker *w = &p->w[item_worker(p, it)];
+        xp_node *n = malloc(sizeof *n);
+        if (!n) goto nomem;
+        *n = (xp_node){.state = it->state, .key = it->key, .fp = it->fp, .seq = it->seq};
+        atomic_init(&n->retired, false);
+        if (it->unfinished) {
+            first_push(w, n);
+        } else if (!heap_push(w, n)) {
+            free(n);
+            goto nomem;
+        }
+        if ((long)i == r->best_item) best = n;
+    }
+    if (!best) {
+        if (!(best = malloc(sizeof *best))) goto nomem;
+        *best = (xp_node){.state = r->best_state, .key = r->best_key, .fp = r->best_fp};
+        atomic_init(&best->retired, false);
+    }
+    retire(&p->w[0], best);
+    /* relaxed: the threads created in launch() see these through pthread_create */
+    atomic_store_explicit(&p->best, best, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, (int_fast64_t)r->n_items, memory_order_relaxed);
+    atomic_store_explicit(&p->expand_tickets, r->base.expanded, memory_order_relaxed);
+    set_base(&p->w[0].c, &r->base);
+    for (int k = 0; k < p->n; k++) note_frontier(&p->w[k]);
+    set_cursors(p, r);
+    return launch(p, r->elapsed_s);
+nomem:
+    /* the states not yet wrapped (items i.. and a separate best) are freed here; the wrapped
+     * ones sit in heaps and first queues, which xp_pool_free empties (a queue not allocated
+     * still holds its count: zeroed) */
+    for (int k = 0; k < p->n; k++)
+        if (!p->w[k].first) p->w[k].first_n = 0;
+    for (; i < r->n_items; i++)
+        if (p->cb.free_state) p->cb.free_state(p->ctx, r->items[i].state);
+    if (r->best_item < 0 && p->cb.free_state) p->cb.free_state(p->ctx, r->best_state);
+    fail_start(p);
+    return false;
 }
 
 xp_stop_reason xp_pool_wait(xp_pool *p) {
@@ -601,6 +802,56 @@ void xp_pool_resume(xp_pool *p) {
     atomic_store_explicit(&p->pause_flag, 0, memory_order_relaxed);
     pthread_cond_broadcast(&p->cv_resume);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+typedef struct visit_arg {
+    void (*fn)(void *arg, const xp_item *it);
+    void *arg;
+    int worker;
+} visit_arg;
+
+static void visit_node(const visit_arg *v, const xp_node *n, bool unfinished) {
+    xp_item it = {.state = n->state,
+                  .key = n->key,
+                  .fp = n->fp,
+                  .seq = n->seq,
+                  .worker = v->worker,
+                  .unfinished = unfinished};
+    v->fn(v->arg, &it);
+}
+
+static void visit_deque_item(void *arg, uint64_t item) {
+    visit_node(arg, (const xp_node *)(uintptr_t)item, false);
+}
+
+/* Paused or joined (contract): every worker's writes happen-before these plain reads, through
+ * the pause mutex or the join. */
+void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_item *it), void *arg) {
+    for (int i = 0; i < p->n; i++) {
+        const xp_worker *w = &p->w[i];
+        visit_arg v = {.fn = fn, .arg = arg, .worker = i};
+        /* the cut state first: it was taken before the rest of the first queue */
+        if (w->cut) visit_node(&v, w->cut, true);
+        for (size_t k = w->first_at; k < w->first_n; k++) visit_node(&v, w->first[k], true);
+        for (size_t k = 0; k < w->heap_n; k++) visit_node(&v, w->heap[k], false);
+        if (w->deque) xp_deque_visit(w->deque, visit_deque_item, &v);
+    }
+}
+
+size_t xp_pool_fp_count(const xp_pool *p) {
+    return xp_fpset_count(p->fps);
+}
+
+size_t xp_pool_fp_copy(const xp_pool *p, uint64_t *out, size_t cap) {
+    return xp_fpset_copy(p->fps, out, cap);
+}
+
+void xp_pool_worker_cursor(const xp_pool *p, int i, uint64_t *seq, uint64_t *rng) {
+    XP_ASSERT(i >= 0 && i < p->n);
+    if (seq) *seq = p->w[i].seq;
+    if (rng) *rng = p->w[i].rng;
 }
 
 const void *xp_pool_best(const xp_pool *p, xp_key *key) {

@@ -1,8 +1,9 @@
 /* xp-search.c - xs_search, the memory optimizer's search (MAGIS section 6.2, Algorithm 3) on the
  * best-first pool: the mode's BetterThan, the start state and the F-Tree, the expansion of a state
  * into its children (remat/swap at G_e's hot-spots, substitutions on G_b, F-Tree mutations), the
- * calling thread's progress and interrupt loop, the result (the best state's graph, chain and
- * statistics) and xs_replay. States and their materializations: xp-state.c. See explorer.h. */
+ * calling thread's progress, interrupt and checkpoint loop, resuming from a snapshot, the result
+ * (the best state's graph, chain and statistics) and xs_replay. States and their
+ * materializations: xp-state.c; snapshots: xp-snapshot.c. See explorer.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "explorer-impl.h"
 
@@ -31,15 +32,7 @@ bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem,
 }
 
 static xp_key key_of(const xs_ctx *c, size_t peak, double lat) {
-    xp_key k;
-    if (c->o->mode == XS_MODE_LAT) {
-        k.k[0] = lat;
-        k.k[1] = (double)peak;
-    } else {
-        k.k[0] = (double)peak;
-        k.k[1] = lat;
-    }
-    return k;
+    return xs_key(c, peak, lat);
 }
 
 static bool cb_better(void *ctx, const xp_key *a, const xp_key *b, double delta) {
@@ -317,35 +310,87 @@ static ir_status fill_result(const xs_ctx *c, const xs_state *b, const xs_mat *m
     return IR_OK;
 }
 
+/* Takes a snapshot and hands it to o->checkpoint: the workers paused while it is copied (not
+ * for the final one, taken after xp_pool_wait), running while the callback writes it. A failure
+ * of a periodic one is recorded in r->checkpoint_error and the search goes on (IR_OK); the
+ * final one's is returned. */
+static ir_status checkpoint(xs_ctx *c, xp_pool *p, const ir_graph *g, xs_result *r, bool final,
+                            ir_diag *d) {
+    const xs_options *o = c->o;
+    xs_snapshot s;
+    ir_diag cd = {{0}};
+    double t0 = xs_now();
+    if (!final) xp_pool_pause(p);
+    ir_status st = xs_snapshot_take(c, p, g, r, &s, &cd);
+    if (!final) {
+        xp_pool_resume(p);
+        r->checkpoint_pause_s += xs_now() - t0;
+    }
+    if (st == IR_OK) {
+        double t1 = xs_now();
+        st = o->checkpoint(o->checkpoint_arg, &s, final, &cd);
+        r->checkpoint_write_s += xs_now() - t1;
+        if (st == IR_OK) r->checkpoints++;
+    }
+    xs_snapshot_free(&s);
+    if (st == IR_OK) return IR_OK;
+    size_t n = strnlen(cd.msg, sizeof r->checkpoint_error - 1); /* the message, cut to fit */
+    memcpy(r->checkpoint_error, cd.msg, n);
+    r->checkpoint_error[n] = '\0';
+    if (!final) return IR_OK;
+    if (d) *d = cd;
+    return st;
+}
+
+/* The pool's options for a search of o. */
+static xp_pool_opts pool_opts(const xs_options *o, const xs_ctx *c, int threads) {
+    xp_pool_opts po = xp_pool_opts_default();
+    po.threads = threads;
+    po.seed = o->seed;
+    po.delta = c->delta;
+    po.max_seconds = o->max_seconds;
+    po.max_states = o->max_states;
+    po.max_frontier = o->max_frontier;
+    return po;
+}
+
 ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d) {
     memset(r, 0, sizeof *r);
     int threads = o->threads > 0 ? o->threads : xp_default_threads();
+    const xs_snapshot *rs = o->resume;
+    double base_s = rs ? rs->elapsed_s : 0.0; /* search seconds of the earlier runs */
     xs_ctx c;
     xp_pool *p = NULL;
     double t0 = xs_now();
     ir_status st = setup(g, o, threads, &c, r, d);
     if (st != IR_OK) goto out;
+    if (rs && ((st = xs_snapshot_check(rs, "checkpoint", d)) != IR_OK ||
+               (st = xs_snapshot_match(rs, g, &c, r, d)) != IR_OK))
+        goto out;
+    r->resumes = rs ? rs->resumes + 1 : 0;
     r->start_seconds = xs_now() - t0;
-    xp_pool_opts po = xp_pool_opts_default();
-    po.threads = threads;
-    po.seed = o->seed;
-    po.delta = c.delta;
-    po.max_seconds = o->max_seconds;
-    po.max_states = o->max_states;
-    po.max_frontier = o->max_frontier;
+    xp_pool_opts po = pool_opts(o, &c, threads);
     xp_callbacks cb = {.expand = cb_expand, .better = cb_better, .free_state = cb_free};
     if (!(p = xp_pool_init(&po, &cb, &c))) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "cannot create the search pool");
         goto out;
     }
-    xs_state *root = c.root;
-    c.root = NULL; /* the pool owns it now */
-    if (!xp_pool_start(p, root, root->fp, key_of(&c, root->peak, root->lat))) {
-        st = ir_diag_set(d, IR_ERR_INTERNAL, "cannot start the search threads");
-        goto out;
+    if (rs) {
+        /* the pool owns the rebuilt states (c.root among them) whatever happens */
+        if ((st = xs_snapshot_restore(&c, p, rs, d)) != IR_OK) goto out;
+    } else {
+        xs_state *root = c.root;
+        c.root = NULL; /* the pool owns it now */
+        if (!xp_pool_start(p, root, root->fp, key_of(&c, root->peak, root->lat))) {
+            st = ir_diag_set(d, IR_ERR_INTERNAL, "cannot start the search threads");
+            goto out;
+        }
     }
     double interval = o->progress_interval_s > 0 ? o->progress_interval_s : 1.0;
     double t1 = xs_now(), next = t1 + interval;
+    /* one checkpoint at once, so that one exists from the first seconds on */
+    if (o->checkpoint) checkpoint(&c, p, g, r, false, d);
+    double every = o->checkpoint_every_s, next_ckpt = xs_now() + every;
     xp_pool_stats ps;
     for (;;) {
         xp_pool_get_stats(p, &ps, NULL, 0);
@@ -355,9 +400,15 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
             xp_pool_request_stop(p);
         }
         double t = xs_now();
+        bool now = o->checkpoint_now && *o->checkpoint_now;
+        if (o->checkpoint && (now || (every > 0 && t >= next_ckpt))) {
+            if (now) *o->checkpoint_now = 0;
+            checkpoint(&c, p, g, r, false, d);
+            next_ckpt = xs_now() + every;
+        }
         if (o->progress && t >= next) {
             const xs_state *b = xp_pool_best(p, NULL);
-            xs_progress pr = {.seconds = t - t1,
+            xs_progress pr = {.seconds = base_s + t - t1,
                               .expanded = ps.total.expanded,
                               .generated = ps.total.generated,
                               .frontier = ps.frontier,
@@ -371,9 +422,10 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     xp_pool_wait(p);
     r->search_seconds = xs_now() - t1;
     xp_pool_get_stats(p, &r->stats, NULL, 0);
+    r->stats.seconds += base_s; /* the pool counts this run; the result the whole search */
     xs_state *b = (xs_state *)xp_pool_best(p, NULL);
     if (o->progress) {
-        xs_progress pr = {.seconds = r->search_seconds,
+        xs_progress pr = {.seconds = r->stats.seconds,
                           .expanded = r->stats.total.expanded,
                           .generated = r->stats.total.generated,
                           .frontier = r->stats.frontier,
@@ -381,6 +433,9 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
                           .best_latency_s = b->lat};
         o->progress(o->progress_arg, &pr, true);
     }
+    /* the final checkpoint, unfinished states included; before the result's own replay, so its
+     * counters are the search's */
+    if (o->checkpoint && (st = checkpoint(&c, p, g, r, true, d)) != IR_OK) goto out;
     /* the calling thread's slot: the workers are joined */
     xs_mat *m = xs_materialize(&c, &c.w[threads], b, d);
     if (!m) {
@@ -398,8 +453,17 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     }
     /* relaxed: the workers are joined */
     r->replay_mismatches = atomic_load_explicit(&c.mismatches, memory_order_relaxed);
+    if (rs) {
+        for (int k = 0; k < XS_PHASE_COUNT; k++) r->phase_seconds[k] += rs->phase_seconds[k];
+        r->cache_hits += rs->cache_hits;
+        r->cache_misses += rs->cache_misses;
+        r->replay_steps += rs->replay_steps;
+        r->replay_mismatches += rs->replay_mismatches;
+        r->failed_children += rs->failed_children;
+    }
 out:
     if (p) {
+        /* a started pool is joined here (a failed start ends it) */
         xp_pool_free(p); /* frees every state, hence every cached materialization */
     }
     xs_state_unref(&c, c.root); /* only when the pool never took it */

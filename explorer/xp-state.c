@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "explorer-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -75,12 +76,14 @@ void xs_mat_unref(xs_mat *m) {
     free(m->config);
     free(m->order);
     free(m->fis);
+    ir_hash_memo_free(&m->hm);
     free(m);
 }
 
 static size_t mat_bytes(const xs_mat *m, int n_config) {
     size_t b = sizeof *m + graph_bytes(m->gb->g) + sizeof(int) * (size_t)m->ge->g->n_nodes +
-               sizeof(int) * (size_t)n_config + sizeof(uint32_t) * (size_t)m->n_fis;
+               sizeof(int) * (size_t)n_config + sizeof(uint32_t) * (size_t)m->n_fis +
+               2 * sizeof(uint64_t) * ((size_t)m->hm.cap + 1);
     return m->ge == m->gb ? b : b + graph_bytes(m->ge->g);
 }
 
@@ -153,6 +156,7 @@ xs_state *xs_root_new(xs_ctx *c, const ir_graph *g, const int *order, ir_diag *d
     if (!m->order || (nft && !m->config)) goto nomem;
     memcpy(m->order, order, sizeof(int) * (size_t)g->n_nodes);
     for (int i = 0; i < nft; i++) m->config[i] = 1;
+    if (!ir_graph_hash_memo(m->ge->g, &m->hm)) goto nomem;
     m->bytes = mat_bytes(m, nft);
     atomic_init(&s->refs, 1);
     s->mat = m; /* pinned: never in the LRU list, so never evicted */
@@ -494,7 +498,19 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
     w->phase[XS_PHASE_SIMULATE] += xs_now() - t;
 
     t = xs_now();
-    ev->fp = ir_graph_hash(ge);
+    /* the touched ids are those the scheduler re-placed: every node the rewrite or a fission
+     * change added, removed, rewired or reshaped (ir_graph_hash_update's contract) */
+    ev->fp = ir_graph_hash_update(ge, p->ge->g, &p->hm, w->touched, nt, &m->hm);
+    if (!ev->fp && !m->hm.x) goto nomem;
+#ifndef NDEBUG
+    /* debug builds check the contract: an incomplete touched list would make fingerprints
+     * depend on the path a state was reached by */
+    if (ev->fp != ir_graph_hash(ge)) {
+        fprintf(stderr, "%s of node %u: the incremental fingerprint differs from the full one\n",
+                rw_kind_name(r->kind), r->node_id);
+        abort();
+    }
+#endif
     w->phase[XS_PHASE_HASH] += xs_now() - t;
     m->bytes = mat_bytes(m, nft);
     *out = m;

@@ -81,6 +81,22 @@ void prof_db_save(prof_db *db, const char *path, const prof_warner *w);
  * neither variable is usable. */
 const char *prof_db_default_path(char *buf, size_t n);
 
+/* ---------------------------------------------------------------- model internals
+ * (prof-model.c, for prof-snapshot.c: struct prof_model stays private to prof-model.c) */
+
+/* The key of m's database entries (a hash of its detail string; 0 for analytic models), its
+ * table and the overhead added to every measured node. */
+uint64_t prof_model_dev(const prof_model *m);
+const prof_db *prof_model_db(const prof_model *m);
+double prof_model_step_s(const prof_model *m);
+/* Installs a snapshot in m, all at once (nothing here can fail): *db becomes m's table (db is
+ * left empty), detail m's detail string (a warning when it differs, for a measured model) and,
+ * for a measured model, its hash the key of m's entries; fb's figures (m's name and description
+ * kept) and step_s replace m's; and m is frozen: prof_profile_graph measures and calibrates
+ * nothing any more, so m estimates exactly as the snapshotted model did. */
+void prof_model_install(prof_model *m, prof_db *db, const char *detail, const prof_target *fb,
+                        double step_s);
+
 /* ---------------------------------------------------------------- signatures */
 
 /* Signature of a calibration measurement that is not an op (the executor's step overhead, a

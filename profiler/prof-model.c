@@ -50,6 +50,7 @@ struct prof_model {
     double step_s; /* added to every measured node */
     int runs, warmup;
     bool cal_done; /* calibration attempted by this model */
+    bool frozen;   /* a snapshot was applied: profiling measures nothing any more */
     prof_warner warn;
     prof_stats stats;
     uint64_t cal_sig[CAL_N];
@@ -337,7 +338,7 @@ void prof_get_stats(const prof_model *m, prof_stats *s) {
 /* ---------------------------------------------------------------- profiling and lookups */
 
 ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d) {
-    if (!m->measured) return IR_OK;
+    if (!m->measured || m->frozen) return IR_OK;
     ir_status st = calibrate(m, d);
     for (int i = 0; i < g->n_nodes && st == IR_OK; i++) {
         const ir_node *n = &g->nodes[i];
@@ -382,4 +383,41 @@ double prof_node_seconds(prof_model *m, const ir_graph *g, const ir_node *n) {
 
 double prof_transfer_seconds(const prof_model *m, size_t bytes) {
     return prof_roofline_transfer(&m->fallback, bytes);
+}
+
+/* ---------------------------------------------------------------- internals (prof-snapshot.c) */
+
+uint64_t prof_model_dev(const prof_model *m) {
+    return m->dev;
+}
+
+const prof_db *prof_model_db(const prof_model *m) {
+    return &m->db;
+}
+
+double prof_model_step_s(const prof_model *m) {
+    return m->step_s;
+}
+
+void prof_model_install(prof_model *m, prof_db *db, const char *detail, const prof_target *fb,
+                        double step_s) {
+    if (m->measured && strcmp(detail, m->detail) != 0)
+        prof_warnf(&m->warn,
+                   "%s: costs come from a checkpoint profiled on '%s', not on this "
+                   "machine ('%s')",
+                   m->device, detail, m->detail);
+    snprintf(m->detail, sizeof m->detail, "%s", detail);
+    prof_db_clear(&m->db);
+    m->db = *db;
+    prof_db_init(db);
+    if (m->measured) {
+        m->dev = ir_hash_bytes(m->detail, strlen(m->detail), 0);
+        apply_calibration(m); /* for stats.calibrated; the figures are the snapshot's below */
+    }
+    const char *name = m->fallback.name, *description = m->fallback.description;
+    m->fallback = *fb;
+    m->fallback.name = name;
+    m->fallback.description = description;
+    m->step_s = step_s;
+    m->cal_done = m->frozen = true;
 }

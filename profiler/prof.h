@@ -110,6 +110,40 @@ const char *prof_device_detail(const prof_model *m);
  * calibrated for a measured one. */
 const prof_target *prof_fallback_target(const prof_model *m);
 
+/* ---------------------------------------------------------------- snapshots (checkpoints)
+ *
+ * Everything a model's estimates depend on, so that a resumed search costs every node exactly as
+ * the interrupted one did, even if the profile database changed or another machine resumes: the
+ * database entries of the model's device (all of them, calibration entries included), the
+ * fallback figures and the per-step overhead. Analytic models have no entries. */
+typedef struct prof_snapshot_entry {
+    uint64_t sig; /* prof_signature, or a calibration tag */
+    double seconds;
+    uint32_t runs;
+} prof_snapshot_entry;
+
+typedef struct prof_snapshot {
+    char device[64];  /* prof_device */
+    char detail[320]; /* prof_device_detail */
+    bool measured;
+    /* the fallback target's figures (name and description are not kept: NULL) */
+    prof_target fallback;
+    double step_s;
+    prof_snapshot_entry *entries; /* malloc'd, sorted by sig */
+    size_t n_entries;
+} prof_snapshot;
+
+/* Takes m's snapshot. IR_ERR_NOMEM only. */
+ir_status prof_snapshot_take(const prof_model *m, prof_snapshot *s, ir_diag *d);
+/* Makes m estimate exactly as the model the snapshot was taken from: m must have been opened
+ * for the same device string (IR_ERR_INVALID otherwise, naming both); the entries replace those
+ * of m's device (kept in memory, never saved to the database file: they are not this run's
+ * measurements), and the fallback figures and step overhead are the snapshot's. Call instead of
+ * prof_profile_graph, before any search. The physical device may differ (a job resumed on
+ * another node): the snapshot's detail string then wins, with the same warning as any. */
+ir_status prof_snapshot_apply(prof_model *m, const prof_snapshot *s, ir_diag *d);
+void prof_snapshot_free(prof_snapshot *s); /* NULL-safe, idempotent */
+
 /* ---------------------------------------------------------------- measured back-ends */
 
 /* A measured back-end (the CPU one in prof-cpu.c, the CUDA one in gpu/). Callbacks run only in

@@ -289,4 +289,89 @@ static inline double tu_json_num(const char *json, const char *key) {
     return strtod(p + strlen(pat), NULL);
 }
 
+/* ---------------------------------------------------------------- magpie in the background */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+
+static inline double tu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void tu_sleep(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Starts `magpie ARGS` (split at spaces: fixed test strings without quoting) in the source tree
+ * as a child process, its stdout and stderr sent to out_path and err_path (may be NULL:
+ * /dev/null), and returns its pid: signals sent to it reach magpie itself. */
+static inline pid_t tu_magpie_spawn(const char *args, const char *out_path, const char *err_path) {
+    char *copy = strdup(args), *argv[128], src[1024];
+    int argc = 0;
+    argv[argc++] = (char *)tu_magpie_bin();
+    for (char *t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    tu_src_path("", src, sizeof src);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || chdir(src) != 0) _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    free(copy);
+    return pid;
+}
+
+/* Waits up to timeout_s for pid to end; returns its exit status, -1 when a signal ended it, or
+ * -2 on timeout (the process is then still running). */
+static inline int tu_wait_pid(pid_t pid, double timeout_s) {
+    double end = tu_now() + timeout_s;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        assert_int_equal(r, 0);
+        if (tu_now() > end) return -2;
+        tu_sleep(0.005);
+    }
+}
+
+/* Waits up to timeout_s until path exists; false on timeout. */
+static inline bool tu_wait_file(const char *path, double timeout_s) {
+    double end = tu_now() + timeout_s;
+    while (access(path, F_OK) != 0) {
+        if (tu_now() > end) return false;
+        tu_sleep(0.005);
+    }
+    return true;
+}
+
+/* The whole file, malloc'd (a NUL after the bytes), its size in *n; NULL when it cannot be
+ * read. */
+static inline char *tu_read_all(const char *path, size_t *n) {
+    if (n) *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += got;
+        if (len == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    fclose(f);
+    if (buf) buf[len] = 0;
+    if (n) *n = len;
+    return buf;
+}
+
 #endif

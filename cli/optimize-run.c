@@ -1,0 +1,357 @@
+/* optimize-run.c - the run `magpie optimize` and `magpie resume` share: load the model (or its
+ * training graph), profile it (or, resuming, apply the checkpoint's cost-model snapshot so every
+ * node costs what it cost before), search (xs_search: MAGIS Algorithm 3 over fission, remat,
+ * swap, substitution and the memory DP's order) under a memory or a latency limit with its
+ * progress line and checkpoints, and write the plan:
+ *  - DIR/optimized.onnx: the best graph with its fissions materialized (rw_fission_materialize:
+ *    all n parts), rematerialized ops duplicated, Store/Load and the fission ops in domain
+ *    "magpie", nodes in the schedule's order;
+ *  - DIR/schedule.json, DIR/report.json (also printed by --json) and DIR/memory.svg
+ *    (optimize-report.c).
+ * The figures reported are those of optimized.onnx read back and simulated in file order; the
+ * search's own are checked equal in peak before anything is written.
+ *
+ * Signals: SIGINT and SIGTERM set a flag the search polls; it stops, writes its final
+ * checkpoint (with --checkpoint), and the plan is written: exit 4. SIGUSR1 asks for a
+ * checkpoint at once; the search goes on. The handlers only set flags: every write happens on
+ * the calling thread, never in a handler. They are installed before the model is loaded, so a
+ * signal during the load stops the search as soon as it has started, and restored once the
+ * search has ended, so a second SIGINT while the plan is written ends the process at once (the
+ * checkpoint is already on disk). The limit not met is exit 3 with the plan still written. */
+#define _POSIX_C_SOURCE 200809L
+#include "optimize-run.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_OUT_DIR "magpie-out"
+
+/* volatile sig_atomic_t: what xs_options polls, and the one type a handler may write. */
+static volatile sig_atomic_t interrupted, checkpoint_now;
+
+static void on_stop(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static void on_usr1(int sig) {
+    (void)sig;
+    checkpoint_now = 1;
+}
+
+typedef struct saved_signals {
+    struct sigaction intr, term, usr1;
+} saved_signals;
+
+/* SA_RESTART: a signal landing on a thread in read or write (a checkpoint being written) must
+ * not turn into an EINTR failure of that write. */
+static void install_signals(saved_signals *old) {
+    struct sigaction sa = {0};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, &old->intr);
+    sigaction(SIGTERM, &sa, &old->term);
+    sa.sa_handler = on_usr1; /* without --checkpoint the flag is never read: ignored */
+    sigaction(SIGUSR1, &sa, &old->usr1);
+}
+
+static void restore_signals(const saved_signals *old) {
+    sigaction(SIGINT, &old->intr, NULL);
+    sigaction(SIGTERM, &old->term, NULL);
+    sigaction(SIGUSR1, &old->usr1, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* g->nodes in the order of order (a topological permutation), producers renumbered. */
+static ir_status reorder_nodes(ir_graph *g, const int *order, ir_diag *d) {
+    ir_node *nn = malloc(sizeof(ir_node) * ((size_t)g->n_nodes + 1));
+    if (!nn) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    for (int s = 0; s < g->n_nodes; s++) nn[s] = g->nodes[order[s]];
+    memcpy(g->nodes, nn, sizeof(ir_node) * (size_t)g->n_nodes);
+    free(nn);
+    for (int s = 0; s < g->n_nodes; s++)
+        for (int k = 0; k < g->nodes[s].n_out; k++)
+            if (g->nodes[s].out[k] >= 0) g->values[g->nodes[s].out[k]].producer = s;
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- progress */
+
+/* On a terminal one line rewritten in place about 4 times a second; otherwise (a log, a pipe)
+ * one plain line every PLAIN_INTERVAL_S and one at the end. */
+#define TTY_INTERVAL_S 0.25
+#define PLAIN_INTERVAL_S 10.0
+
+typedef struct progress_ctx {
+    const char *cmd;
+    bool tty;
+    size_t base_peak;
+    double base_lat;
+} progress_ctx;
+
+static void progress(void *arg, const xs_progress *p, bool final) {
+    const progress_ctx *c = arg;
+    char line[256];
+    uint64_t states = p->generated + 1;
+    snprintf(line, sizeof line,
+             "magpie: %s %6.1fs  %llu states (%.0f/s)  frontier %llu  best peak %.3fx"
+             "  latency %.3fx",
+             c->cmd, p->seconds, (unsigned long long)states,
+             p->seconds > 0 ? (double)states / p->seconds : 0.0, (unsigned long long)p->frontier,
+             c->base_peak ? (double)p->best_peak_bytes / (double)c->base_peak : 0.0,
+             c->base_lat > 0 ? p->best_latency_s / c->base_lat : 0.0);
+    if (c->tty) /* \r back to the line's start, ESC[K clears what a longer line left behind */
+        fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* The cost model: profiled for g, or resuming, the checkpoint's snapshot applied. */
+static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli_optimize_job *job,
+                             const ir_graph *g, int *code) {
+    ir_diag d = {{0}};
+    ir_status st;
+    prof_options po = {.db_path = o->profile_db};
+    prof_model *m = prof_open(a->device, &po, &st, &d);
+    if (!m) {
+        *code = cli_fail_ir(st, &d, NULL);
+        return NULL;
+    }
+    st = job->prof ? prof_snapshot_apply(m, job->prof, &d) : prof_profile_graph(m, g, &d);
+    if (st != IR_OK) {
+        *code = cli_fail_ir(st, &d, job->prof ? NULL : job->model);
+        prof_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
+                     const cli_optimize_job *job) {
+    const char *path = job->model, *dir = o->out_dir ? o->out_dir : DEFAULT_OUT_DIR;
+    char device[128] = "";
+    int code = CLI_EXIT_OK;
+    ir_diag d = {{0}};
+    ir_status st = IR_OK;
+    prof_model *m = NULL;
+    xs_result r = {0};
+    sched_sim eager = {0}, sim = {0}, plan_sim = {0};
+    sched_memory plan_mem = {0};
+    ir_graph *g = NULL, *plan = NULL, *mat = NULL;
+    int *mat_order = NULL;
+    char *p_onnx = NULL, *p_sched = NULL, *p_report = NULL, *p_svg = NULL, **made = NULL;
+    int n_made = 0;
+    cli_ckpt ck_store, *ck = NULL;
+    saved_signals old_sig;
+    bool searching = true; /* the signal handlers are installed */
+    interrupted = 0;
+    checkpoint_now = 0;
+    install_signals(&old_sig);
+    if (o->checkpoint) {
+        ck = &ck_store;
+        if ((code = cli_ckpt_prepare(ck, o->checkpoint, job, cli_optimize_options_hash(o, a))) !=
+            CLI_EXIT_OK)
+            goto out;
+    }
+    double t0 = now_s();
+    if (!(g = cli_load_graph(path, o, false, &code))) goto out;
+    double t_load = now_s() - t0;
+    t0 = now_s();
+    if (!(m = open_cost(o, a, job, g, &code))) goto out;
+    if ((st = sched_simulate(g, NULL, m, &eager, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, path);
+        goto out;
+    }
+    double t_profile = now_s() - t0;
+    if (ck && (code = cli_ckpt_take_profile(ck, m)) != CLI_EXIT_OK) goto out;
+    snprintf(device, sizeof device, "%s", prof_device(m));
+    a->xs.cost = m;
+    a->xs.limit = cli_limit_resolve(
+        &a->limit, a->xs.mode == XS_MODE_MEM ? (double)eager.peak_device_bytes : eager.latency_s);
+    progress_ctx pc = {.cmd = cmd->name,
+                       .tty = isatty(STDERR_FILENO) == 1,
+                       .base_peak = eager.peak_device_bytes,
+                       .base_lat = eager.latency_s};
+    a->xs.progress = o->quiet ? NULL : progress;
+    a->xs.progress_arg = &pc;
+    a->xs.progress_interval_s = pc.tty ? TTY_INTERVAL_S : PLAIN_INTERVAL_S;
+    a->xs.interrupt = &interrupted;
+    if (ck) {
+        a->xs.checkpoint = cli_ckpt_write;
+        a->xs.checkpoint_arg = ck;
+        a->xs.checkpoint_every_s = a->checkpoint_every_s;
+        a->xs.checkpoint_now = &checkpoint_now;
+    }
+    a->xs.resume = job->resume;
+    /* The search works on the graph as the importer would read it back (constants folded:
+     * a training graph's seed gradient, for one), so the plan's figures survive the round
+     * trip through optimized.onnx; the baseline stays the graph as loaded. */
+    if ((st = ir_fold_constants(g, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, path);
+        goto out;
+    }
+    st = xs_search(g, &a->xs, &r, &d);
+    r.eager_peak_bytes = eager.peak_device_bytes;
+    r.eager_latency_s = eager.latency_s;
+    restore_signals(&old_sig);
+    searching = false;
+    if (st != IR_OK) {
+        /* the final checkpoint's failure names the checkpoint, not the model */
+        bool ck_failed = ck && ck->final_failed;
+        if (ck_failed) ir_diag_prefix(&d, "cannot write the final checkpoint");
+        code = cli_fail_ir(st, &d, ck_failed ? NULL : path);
+        goto out;
+    }
+    t0 = now_s();
+    /* the plan: the best graph with its fissions materialized (every part), nodes in the
+     * schedule's order */
+    ir_graph *best = r.best;
+    const int *best_order = r.best_order;
+    if (r.n_fissions > 0) {
+        if (!(mat = rw_fission_materialize(r.best, r.best_order, &mat_order, &d))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "%s: materializing the fissions: %s", path, d.msg);
+            goto out;
+        }
+        best = mat;
+        best_order = mat_order;
+    }
+    if ((st = reorder_nodes(best, best_order, &d)) != IR_OK ||
+        (st = sched_simulate(best, NULL, m, &sim, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, path);
+        goto out;
+    }
+    if (sim.peak_device_bytes != r.best_peak_bytes) {
+        code = cli_fail(CLI_EXIT_INTERNAL,
+                        "%s: the plan's peak in file order (%zu) differs from the search's (%zu)",
+                        path, sim.peak_device_bytes, r.best_peak_bytes);
+        goto out;
+    }
+    cli_opt_report rep = {.model = path,
+                          .device = device,
+                          .out_dir = dir,
+                          .a = a,
+                          .r = &r,
+                          .ckpt = ck,
+                          .limit_abs = a->xs.limit,
+                          .threads = r.stats.threads,
+                          .t_load = t_load,
+                          .t_profile = t_profile};
+    p_onnx = join(dir, "optimized.onnx");
+    p_sched = join(dir, "schedule.json");
+    p_report = join(dir, "report.json");
+    p_svg = join(dir, "memory.svg");
+    if (!p_onnx || !p_sched || !p_report || !p_svg) {
+        code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    if ((st = cli_mkdirs(dir, &made, &n_made, &d)) != IR_OK ||
+        (st = ir_onnx_save(best, p_onnx, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, NULL);
+        goto out;
+    }
+    /* The plan as written: the importer folds what it can (e.g. a training graph's constant
+     * seed gradient), so the figures reported are those of the file read back in file order,
+     * what `magpie run` measures; the search's own figures are reported beside them. */
+    if (!(plan = cli_load_model(p_onnx, o, false, &code))) goto out;
+    if ((st = prof_profile_graph(m, plan, &d)) != IR_OK ||
+        (st = sched_simulate(plan, NULL, m, &plan_sim, &d)) != IR_OK ||
+        (st = sched_memory_compute(plan, NULL, &plan_mem, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, p_onnx);
+        goto out;
+    }
+    rep.best = plan;
+    rep.sim = &plan_sim;
+    rep.met = a->xs.mode == XS_MODE_MEM ? (double)plan_sim.peak_device_bytes <= a->xs.limit
+                                        : plan_sim.latency_s <= a->xs.limit;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        ir_op_kind op = plan->nodes[i].op;
+        rep.n_store += op == IR_OP_Store;
+        rep.n_load += op == IR_OP_Load;
+        rep.n_fission_ops += op == IR_OP_FissionBuffer || op == IR_OP_FissionSlice ||
+                             op == IR_OP_FissionAssemble || op == IR_OP_FissionAccumulate;
+    }
+    if ((st = cli_write_atomic(p_sched, cli_optimize_write_schedule, &rep, &d)) != IR_OK ||
+        (st = cli_optimize_write_plot(p_svg, &eager, &plan_sim, plan_mem.resident_bytes, &d)) !=
+            IR_OK) {
+        code = cli_fail_ir(st, &d, NULL);
+        goto out;
+    }
+    rep.t_write = now_s() - t0;
+    if ((st = cli_write_atomic(p_report, cli_optimize_write_report, &rep, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, NULL);
+        goto out;
+    }
+    prof_close(m);
+    m = NULL;
+    if (o->json) {
+        cli_json j;
+        cli_json_init(&j, stdout);
+        cli_optimize_report_json(&j, &rep);
+        cli_json_finish(&j);
+    } else {
+        const char *const files[4] = {p_onnx, p_sched, p_report, p_svg};
+        cli_optimize_print_text(&rep, files);
+    }
+    if (r.interrupted) {
+        if (ck)
+            fprintf(stderr,
+                    "magpie: %s: interrupted; the best plan so far is in %s; continue with "
+                    "'magpie resume %s'\n",
+                    cmd->name, dir, ck->path);
+        else
+            fprintf(stderr, "magpie: %s: interrupted; the best plan so far is in %s\n", cmd->name,
+                    dir);
+        code = CLI_EXIT_INTERRUPTED;
+    } else if (!rep.met) {
+        char b1[32];
+        if (a->xs.mode == XS_MODE_MEM)
+            fprintf(stderr, "magpie: warning: memory limit %s not met: best peak %s; plan in %s\n",
+                    a->limit_text, cli_fmt_bytes(plan_sim.peak_device_bytes, b1, sizeof b1), dir);
+        else
+            fprintf(stderr,
+                    "magpie: warning: latency limit %s not met: best latency %s; plan in %s\n",
+                    a->limit_text, cli_fmt_seconds(plan_sim.latency_s, b1, sizeof b1), dir);
+        code = CLI_EXIT_LIMIT;
+    } else {
+        code = CLI_EXIT_OK;
+    }
+out:
+    if (searching) restore_signals(&old_sig);
+    for (int i = 0; i < n_made; i++) free(made[i]);
+    free(made);
+    free(p_onnx);
+    free(p_sched);
+    free(p_report);
+    free(p_svg);
+    prof_close(m);
+    sched_sim_free(&eager);
+    sched_sim_free(&sim);
+    sched_sim_free(&plan_sim);
+    sched_memory_free(&plan_mem);
+    ir_graph_free(plan);
+    ir_graph_free(mat);
+    free(mat_order);
+    xs_result_free(&r);
+    ir_graph_free(g);
+    cli_ckpt_free(ck);
+    return code;
+}
