@@ -130,6 +130,9 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
 xs_mat *xs_materialize(xs_ctx *c, xs_worker *w, xs_state *s, ir_diag *d);
 /* Offers m as s's materialization to the cache (which takes its own reference). */
 void xs_cache_put(xs_ctx *c, xs_state *s, xs_mat *m);
+/* Whether rewrites of this rw_kind may act inside an enabled fission's region (on its one
+ * copy); the others are kept out of regions, as MAGIS's rules are. */
+bool xs_rule_inside_fission(int kind);
 /* Places swaps (when any) and simulates order on g. */
 ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *peak, double *lat,
                       ir_diag *d);

@@ -78,6 +78,10 @@ static bool id_in(const xs_mat *m, uint32_t id) {
  * enabled fission (xs_derive checks every node it touched afterwards). */
 static bool crosses_fission(const xs_mat *m, const rw_rewrite *r) {
     if (!m->n_fis) return false;
+    if (xs_rule_inside_fission(r->kind))
+        /* only the fission ops themselves are out of reach (they are not in G_b) */
+        return r->node_id >= m->gb->g->next_node_id ||
+               (r->user_id && r->user_id >= m->gb->g->next_node_id);
     if (id_in(m, r->node_id)) return true;
     bool has_user = r->kind != RW_SUBST || r->user_id != 0;
     return has_user && id_in(m, r->user_id);

@@ -396,27 +396,56 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* m->ge and m->fis from m->gb and the n enabled fissions in w->fissions. rw_fission_apply
- * checks each fission on G_b (S was found on the start graph; rewrites since may have made it
- * invalid there) and fails when one does not hold. */
+/* m->ge and m->fis from m->gb and the n enabled fissions in w->fissions. Each S is taken with
+ * its convex closure in G_b (rw_fission_closure), so what a remat put inside a region is split
+ * with it. rw_fission_apply checks each fission on G_b (S was found on the start graph;
+ * rewrites since may have made it invalid there) and fails when one does not hold. */
 static ir_status apply_fissions(xs_worker *w, xs_mat *m, int n, ir_diag *d) {
     const ir_graph *gb = m->gb->g;
-    ir_graph *based = ir_graph_clone(gb);
-    if (!based) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    ir_graph *based = NULL, *ge = NULL;
+    uint32_t **closed = calloc((size_t)n + 1, sizeof *closed);
+    ir_status st = IR_OK;
+    int nt = 0;
+    if (!closed) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < n; k++) {
+        int len = rw_fission_closure(gb, &w->fissions[k], &closed[k]);
+        if (len < 0) {
+            st = ir_diag_set(d, IR_ERR_INVALID, "fission %d: S is not in the graph", k);
+            goto out;
+        }
+        w->fissions[k].ids = closed[k]; /* the F-Tree's S stays as it is */
+        w->fissions[k].n_ids = len;
+    }
+    if (!(based = ir_graph_clone(gb))) goto nomem;
     based->next_node_id =
         (gb->next_node_id + FISSION_ID_ALIGN - 1) / FISSION_ID_ALIGN * FISSION_ID_ALIGN;
-    int nt = 0;
-    ir_graph *ge = rw_fission_apply(based, w->fissions, n, w->fis_buf, &nt, d);
-    ir_graph_free(based);
-    if (!ge) return IR_ERR_INVALID;
-    if (!(m->ge = graph_wrap(ge)) || !(m->fis = malloc(sizeof(uint32_t) * ((size_t)nt + 1)))) {
-        if (!m->ge) ir_graph_free(ge);
-        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    if (!(ge = rw_fission_apply(based, w->fissions, n, w->fis_buf, &nt, d))) {
+        st = IR_ERR_INVALID;
+        goto out;
     }
+    if (!(m->ge = graph_wrap(ge))) goto nomem;
+    ge = NULL;
+    if (!(m->fis = malloc(sizeof(uint32_t) * ((size_t)nt + 1)))) goto nomem;
     memcpy(m->fis, w->fis_buf, sizeof(uint32_t) * (size_t)nt);
     qsort(m->fis, (size_t)nt, sizeof *m->fis, cmp_u32);
     m->n_fis = nt;
-    return IR_OK;
+    goto out;
+nomem:
+    st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+out:
+    ir_graph_free(based);
+    ir_graph_free(ge);
+    for (int k = 0; k < n; k++) free(closed[k]);
+    free(closed);
+    return st;
+}
+
+bool xs_rule_inside_fission(int kind) {
+    /* a remat inside a region is a remat of its one copy: the copy joins S (apply_fissions takes
+     * S's convex closure) and is split with it. A rewrite that would cross the region's border
+     * makes the fission invalid, which rw_fission_apply reports. Swaps stay outside: Store and
+     * Load cannot be split (rw_fission_check), and substitutions may change what D links. */
+    return kind == RW_REMAT || kind == RW_DEREMAT;
 }
 
 ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,
@@ -433,7 +462,7 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
     if (!ft_kind) {
         ir_graph *nb = rw_apply(p->gb->g, r, w->touched, &nt, &st, d);
         if (!nb) goto fail;
-        for (int i = 0; i < nt; i++)
+        for (int i = 0; i < nt && !xs_rule_inside_fission(r->kind); i++)
             if (in_sorted(p->fis, p->n_fis, w->touched[i])) {
                 /* MAGIS: the rules do not transform sub-graphs crossing an F-Trans region */
                 ir_graph_free(nb);

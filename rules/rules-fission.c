@@ -316,3 +316,48 @@ ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fiss
     rw_fission_info_free(&fi);
     return st;
 }
+
+int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out) {
+    *out = NULL;
+    int *map = rw_id_index(g);
+    unsigned char *mark = calloc((size_t)g->n_nodes + 1, 1); /* 1: S, 2: below S, 4: above S */
+    int lo = g->n_nodes, hi = -1, n = -1;
+    if (!map || !mark) goto out;
+    for (int j = 0; j < f->n_ids; j++) {
+        int i = f->ids[j] < g->next_node_id ? map[f->ids[j]] : -1;
+        if (i < 0) goto out;
+        mark[i] = 1;
+        lo = i < lo ? i : lo;
+        hi = i > hi ? i : hi;
+    }
+    /* nodes array is topological: a path between two nodes of S stays within [lo, hi] */
+    for (int i = lo + 1; i < hi; i++) {
+        const ir_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_in && !(mark[i] & 3); k++) {
+            int p = nd->in[k] >= 0 ? g->values[nd->in[k]].producer : -1;
+            if (p >= lo && (mark[p] & 3)) mark[i] |= 2;
+        }
+    }
+    for (int i = hi; i >= lo; i--) {
+        if (!(mark[i] & 5)) continue;
+        const ir_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_in; k++) {
+            int p = nd->in[k] >= 0 ? g->values[nd->in[k]].producer : -1;
+            if (p >= lo) mark[p] |= 4;
+        }
+    }
+    n = 0;
+    for (int i = lo; i <= hi; i++) n += (mark[i] & 1) || (mark[i] & 6) == 6;
+    if (!(*out = malloc(sizeof(uint32_t) * ((size_t)n + 1)))) {
+        n = -1;
+        goto out;
+    }
+    n = 0;
+    for (int i = lo; i <= hi; i++)
+        if ((mark[i] & 1) || (mark[i] & 6) == 6) (*out)[n++] = g->nodes[i].id;
+    qsort(*out, (size_t)n, sizeof **out, rw_cmp_u32);
+out:
+    free(map);
+    free(mark);
+    return n;
+}

@@ -20,6 +20,8 @@ int rw_find_node(const ir_graph *g, uint32_t id);
 /* A dense map from stable id to node index: map[id] for id < g->next_node_id, -1 where no node
  * has that id. malloc'd (free it); NULL when out of memory. O(nodes + next_node_id). */
 int *rw_id_index(const ir_graph *g);
+/* qsort comparator of uint32_t. */
+int rw_cmp_u32(const void *a, const void *b);
 
 /* The readers of every value, CSR: the nodes reading value v are node[off[v] .. off[v+1]), in
  * node order, each node once per value even when it reads v at several inputs. */

@@ -225,3 +225,8 @@ ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned 
     free(had);
     return IR_OK;
 }
+
+int rw_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}

@@ -160,6 +160,14 @@ typedef struct rw_fission {
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
                            ir_diag *d);
 
+/* The ids of S's convex closure in g, sorted ascending, into *out (malloc'd; the count is
+ * returned): S and every node of g on a path between two nodes of S. On the graph S was found on
+ * that is S itself (a valid S is convex); on a graph rewritten since, it adds what a rewrite put
+ * inside the region (a copy rematerialized between two nodes of S), which then joins the
+ * fission: MAGIS's schedule rules transform the one copy inside an F-Trans region, and the
+ * copies are split with it. -1 (and *out NULL) when an id of S is not in g or out of memory. */
+int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
+
 /* The one-copy graph of g under the fissions fs[0..n) (disjoint S; each passes
  * rw_fission_check, which apply re-runs on the graph the previous fissions left):
  * MAGIS's F-Tree keeps one of the n isomorphic parts, and so does magpie.

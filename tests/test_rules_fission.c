@@ -430,6 +430,62 @@ static void test_cnn_batch(void **state) {
     ir_graph_free(g);
 }
 
+/* A remat inside a region (MAGIS 5.2 rules on the F-Trans region's one copy): in the MLP's
+ * whole training graph, a ReLU's output is rematerialized for its later reader; the copy lies
+ * between two nodes of S, rw_fission_closure adds it (and nothing else), and the fission of the
+ * closure applies, executes to the original's outputs and its executed peak equals the
+ * simulated one (check_case). On the graph S was found on, the closure is S itself. */
+static void test_remat_inside(void **state) {
+    (void)state;
+    ir_graph *g = load_train("mlp", "input", TU_SHAPE(8, 16));
+    rw_dgraph *dg = rw_dgraph_build(g);
+    int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
+    uint32_t *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
+    int nall = pick_s(g, dg, comp, 0, g->n_nodes, all);
+    rw_fission f = make_fission(g, dg, comp, all, nall, 2);
+    uint32_t *closed = NULL;
+    assert_int_equal(rw_fission_closure(g, &f, &closed), nall);
+    assert_memory_equal(closed, all, sizeof(uint32_t) * (size_t)nall);
+    free(closed);
+    /* the first ReLU of S with two readers in S: remat it for the later one */
+    rw_rewrite r = {.kind = RW_REMAT};
+    for (int i = 0; i < g->n_nodes && !r.node_id; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_Relu || !bsearch(&n->id, all, (size_t)nall, sizeof *all, cmp_u32))
+            continue;
+        int last = -1, readers = 0;
+        for (int j = i + 1; j < g->n_nodes; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == n->out[0]) last = j, readers++;
+        if (readers >= 2 && bsearch(&g->nodes[last].id, all, (size_t)nall, sizeof *all, cmp_u32))
+            r.node_id = n->id, r.user_id = g->nodes[last].id;
+    }
+    assert_true(r.node_id != 0);
+    ir_diag d = {{0}};
+    ir_status st;
+    uint32_t touched[RW_MAX_TOUCHED];
+    int nt = 0;
+    ir_graph *g2 = rw_apply(g, &r, touched, &nt, &st, &d);
+    if (!g2) fail_msg("remat: %s", d.msg);
+    rw_dgraph *dg2 = rw_dgraph_build(g2);
+    /* without the copy, S is not convex any more */
+    rw_fission f2 = make_fission(g2, dg2, comp, all, nall, 2);
+    assert_int_equal(rw_fission_check(g2, dg2, &f2, &d), IR_ERR_INVALID);
+    int nc = rw_fission_closure(g2, &f2, &closed);
+    assert_int_equal(nc, nall + 1);
+    rw_fission fc = make_fission(g2, dg2, comp, closed, nc, 2);
+    int comps[1] = {comp};
+    check_case(g2, &fc, 1, comps, dg2, "mlp whole n=2 with a remat inside");
+    fc.parts = 4;
+    check_case(g2, &fc, 1, comps, dg2, "mlp whole n=4 with a remat inside");
+    free(closed);
+    rw_dgraph_free(dg2);
+    ir_graph_free(g2);
+    free(all);
+    rw_dgraph_free(dg);
+    ir_graph_free(g);
+}
+
 /* Transformer encoder (2 layers, 4 heads): inside attention PyTorch's export merges batch and
  * heads into one dim (2 x 4 = 8); the batch is its outer factor, so the D-graph keeps them in
  * one component whose length is the batch (n parts of the batch are n blocks of batch x heads).
@@ -761,9 +817,10 @@ static void test_apply_speed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),   cmocka_unit_test(test_mlp_batch),
-        cmocka_unit_test(test_cnn_batch),  cmocka_unit_test(test_transformer),
-        cmocka_unit_test(test_generators), cmocka_unit_test(test_apply_speed),
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mlp_batch),
+        cmocka_unit_test(test_cnn_batch),    cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_remat_inside), cmocka_unit_test(test_generators),
+        cmocka_unit_test(test_apply_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
