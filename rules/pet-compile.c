@@ -15,6 +15,8 @@
  * means); Identity aliases its input's value instead of copying it. */
 #include "pet-impl.h"
 
+#include "ir-impl.h" /* ir_conv_parse: one definition of a convolution's geometry */
+
 #include <stdio.h>
 
 /* ---------------------------------------------------------------- arena and growth */
@@ -247,77 +249,32 @@ static pet_step *copy_step(cc *c, int node, int in, int out) {
 
 /* ---------------------------------------------------------------- convolutions and pools */
 
-/* Conv / ConvTranspose geometry, the formulas of ir_conv_parse (ir/ops-conv.c). */
+/* Conv / ConvTranspose geometry: ir_conv_parse's (ir/ops-conv.c), so the field kernels and the
+ * float ones agree on windows and pads by construction. */
 static ir_status conv_geom(cc *c, const ir_node *n, bool tr, pet_conv *cg) {
-    const ir_value *x = ir_node_in(c->g, n, 0), *w = ir_node_in(c->g, n, 1),
-                   *y = ir_node_out(c->g, n, 0);
-    int r = x->shape.rank, S = r - 2;
+    const ir_value *y = ir_node_out(c->g, n, 0);
+    ir_conv_geom g;
+    ir_status st = ir_conv_parse(c->g, n, tr, &g, c->d);
+    if (st != IR_OK) return st;
     memset(cg, 0, sizeof *cg);
-    if (r < 3 || r > 5 || w->shape.rank != r || y->shape.rank != r)
-        return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n, "convolution of rank %d", r);
-    cg->S = S;
-    cg->N = x->shape.dims[0];
-    cg->C = x->shape.dims[1];
-    cg->group = ir_attr_int(n, "group", 1);
-    if (cg->group < 1 || cg->C % cg->group) return geometry_mismatch(c, n);
-    cg->M = tr ? w->shape.dims[1] * cg->group : w->shape.dims[0];
-    int64_t st[3], dl[3], pads[6], opad[3], oshape[3];
-    ir_status rc;
-    if ((rc = attr_ints_n(c, n, "strides", S, 1, st)) ||
-        (rc = attr_ints_n(c, n, "dilations", S, 1, dl)) ||
-        (rc = attr_ints_n(c, n, "pads", 2 * S, 0, pads)) ||
-        (rc = attr_ints_n(c, n, "output_padding", S, 0, opad)))
-        return rc;
-    const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
-    bool same_up = !strcmp(ap, "SAME_UPPER"), same_lo = !strcmp(ap, "SAME_LOWER");
-    bool valid = !strcmp(ap, "VALID");
-    const int64_t *os = NULL;
-    int n_os = tr ? ir_attr_ints(n, "output_shape", &os) : -1;
-    if (n_os >= 0 && n_os != S && n_os != S + 2) return geometry_mismatch(c, n);
-    for (int i = 0; i < S && n_os >= 0; i++) oshape[i] = os[n_os - S + i];
+    cg->S = g.S;
+    cg->N = g.N;
+    cg->C = g.C;
+    cg->M = g.M;
+    cg->group = g.group;
     for (int i = 0; i < 3; i++) {
-        cg->in[i] = cg->out[i] = cg->k[i] = cg->s[i] = cg->d[i] = 1;
-        cg->pb[i] = cg->pe[i] = 0;
+        cg->in[i] = g.in[i];
+        cg->out[i] = g.out[i];
+        cg->k[i] = g.k[i];
+        cg->s[i] = g.s[i];
+        cg->d[i] = g.d[i];
+        cg->pb[i] = g.pb[i];
+        cg->pe[i] = g.pe[i];
     }
-    for (int i = 0; i < S; i++) {
-        int j = 3 - S + i;
-        int64_t in = x->shape.dims[2 + i], k = w->shape.dims[2 + i], dk, out, pb = pads[i],
-                pe = pads[S + i];
-        if (st[i] < 1 || dl[i] < 1 || k < 1 || in < 1) return geometry_mismatch(c, n);
-        dk = (k - 1) * dl[i] + 1;
-        if (!tr) {
-            if (valid) {
-                pb = pe = 0;
-            } else if (same_up || same_lo) {
-                out = (in + st[i] - 1) / st[i];
-                int64_t tot = (out - 1) * st[i] + dk - in;
-                if (tot < 0) tot = 0;
-                pb = same_up ? tot / 2 : tot - tot / 2;
-                pe = tot - pb;
-            }
-            out = (in + pb + pe - dk) / st[i] + 1;
-        } else {
-            int64_t full = st[i] * (in - 1) + opad[i] + dk;
-            if (n_os >= 0 || same_up || same_lo) {
-                out = n_os >= 0 ? oshape[i] : in * st[i];
-                int64_t tot = full - out;
-                pb = same_up ? tot / 2 : tot - tot / 2;
-                pe = tot - pb;
-            } else if (valid) {
-                pb = pe = 0;
-            }
-            out = full - pb - pe;
-        }
-        cg->in[j] = in;
-        cg->out[j] = out;
-        cg->k[j] = k;
-        cg->s[j] = st[i];
-        cg->d[j] = dl[i];
-        cg->pb[j] = pb;
-        cg->pe[j] = pe;
-        if (y->shape.dims[2 + i] != out) return geometry_mismatch(c, n);
-    }
-    if (y->shape.dims[0] != cg->N || y->shape.dims[1] != cg->M) return geometry_mismatch(c, n);
+    if (y->shape.rank != g.S + 2 || y->shape.dims[0] != cg->N || y->shape.dims[1] != cg->M)
+        return geometry_mismatch(c, n);
+    for (int i = 0; i < g.S; i++)
+        if (y->shape.dims[2 + i] != g.out[3 - g.S + i]) return geometry_mismatch(c, n);
     return IR_OK;
 }
 
