@@ -142,8 +142,7 @@ void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v);
 /* Hot loops get AVX2 and AVX-512 clones chosen at load time, since the build targets baseline
  * x86-64 (SSE2). Only plain functions are cloned: OpenMP's outlined bodies would not be. Not
  * under TSan: its runtime is not up yet when the loader runs the clones' ifunc resolvers. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define IR_HOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define IR_HOT_CLONES
@@ -188,6 +187,14 @@ static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, in
         else                                                                                       \
             ((double *)(p))[i] = (v);                                                              \
     } while (0)
+
+/* Slice (ops-layout.c): resolves starts/ends/axes/steps (counts ns, ne, na (-2: absent), nt
+ * (-2: absent)) against the input shape into a first index and a step per dim, and the output
+ * shape. */
+ir_status ir_slice_resolve(const ir_node *n, const ir_shape *in, const int64_t *starts, int ns,
+                           const int64_t *ends, int ne, const int64_t *axes, int na,
+                           const int64_t *steps, int nt, int64_t *first, int64_t *step,
+                           ir_shape *out, ir_diag *d);
 
 /* Pooling geometry (ops-pool.c), padded to 3 spatial dims like ir_conv_geom. */
 typedef struct ir_pool_geom {

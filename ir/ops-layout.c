@@ -373,12 +373,11 @@ IR_OP_DEF(Split, 1, 2, 1, 1 << 20, .infer = split_infer, .kernel = split_kernel,
 
 /* ---------------------------------------------------------------- Slice */
 
-/* Resolves starts/ends/axes/steps (counts ns, ne, na (-2: absent), nt (-2: absent)) against
- * the input shape into a first index and a step per dim, and the output shape. */
-static ir_status slice_params(const ir_node *n, const ir_shape *in, const int64_t *starts, int ns,
-                              const int64_t *ends, int ne, const int64_t *axes, int na,
-                              const int64_t *steps, int nt, int64_t *first, int64_t *step,
-                              ir_shape *out, ir_diag *d) {
+/* ir-impl.h */
+ir_status ir_slice_resolve(const ir_node *n, const ir_shape *in, const int64_t *starts, int ns,
+                           const int64_t *ends, int ne, const int64_t *axes, int na,
+                           const int64_t *steps, int nt, int64_t *first, int64_t *step,
+                           ir_shape *out, ir_diag *d) {
     if (ns != ne || (na != -2 && na != ns) || (nt != -2 && nt != ns))
         return ir_node_fail(d, IR_ERR_INVALID, n,
                             "starts, ends, axes and steps have different lengths");
@@ -422,8 +421,8 @@ static ir_status slice_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         if (st != IR_OK) return st;
     }
     ir_shape out;
-    ir_status st = slice_params(n, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3],
-                                cnt[3], first, step, &out, d);
+    ir_status st = ir_slice_resolve(n, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3],
+                                    cnt[3], first, step, &out, d);
     if (st == IR_OK) ir_set_out(g, n, 0, x->dtype, &out);
     return st;
 }
@@ -436,8 +435,8 @@ static ir_status slice_kernel(const ir_kernel_ctx *k) {
         if ((cnt[i] = ir_tensor_ints(k, i + 1, v[i], IR_MAX_RANK)) == -1)
             return ir_node_fail(k->diag, IR_ERR_INVALID, k->node, "input %d is too long", i + 1);
     ir_shape out;
-    ir_status st = slice_params(k->node, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3],
-                                cnt[3], first, step, &out, k->diag);
+    ir_status st = ir_slice_resolve(k->node, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2],
+                                    v[3], cnt[3], first, step, &out, k->diag);
     if (st != IR_OK) return st;
     ir_shape_strides(&x->shape, xs);
     view vw = view_of(&k->out[0].shape);
@@ -460,8 +459,8 @@ static int slice_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     ir_shape out;
     for (int i = 0; i < 4; i++)
         if (ir_const_ints(g, n, i + 1, v[i], IR_MAX_RANK, &cnt[i], NULL) != IR_OK) return 0;
-    if (slice_params(n, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3], cnt[3], first,
-                     step, &out, NULL) != IR_OK)
+    if (ir_slice_resolve(n, &x->shape, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3], cnt[3],
+                         first, step, &out, NULL) != IR_OK)
         return 0;
     ir_dims_out o = ir_dims_begin(l);
     for (int i = 0; i < x->shape.rank; i++)

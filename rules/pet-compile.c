@@ -202,21 +202,6 @@ static ir_status in_ints(cc *c, const ir_node *n, int i, int64_t *out, int max, 
     return IR_OK;
 }
 
-/* Ints attribute `name` with exactly cnt values, def for each when absent. */
-static ir_status attr_ints_n(cc *c, const ir_node *n, const char *name, int cnt, int64_t def,
-                             int64_t *out) {
-    const int64_t *v;
-    int k = ir_attr_ints(n, name, &v);
-    if (k < 0) {
-        for (int i = 0; i < cnt; i++) out[i] = def;
-        return IR_OK;
-    }
-    if (k != cnt)
-        return ir_node_fail(c->d, IR_ERR_INVALID, n, "%s has %d values, expected %d", name, k, cnt);
-    memcpy(out, v, sizeof(int64_t) * (size_t)cnt);
-    return IR_OK;
-}
-
 static bool norm_axis(int64_t a, int rank, int *out) {
     if (a < 0) a += rank;
     if (a < 0 || a >= rank) return false;
@@ -292,57 +277,35 @@ static ir_status c_conv(cc *c, int ni, const ir_node *n, bool tr) {
     return IR_OK;
 }
 
-/* AveragePool geometry, the formulas of ir_pool_parse (ir/ops-pool.c). */
+/* AveragePool geometry: ir_pool_parse's (ir/ops-pool.c), as the float kernel has it. */
 static ir_status pool_geom(cc *c, const ir_node *n, pet_conv *pg) {
     const ir_value *x = ir_node_in(c->g, n, 0), *y = ir_node_out(c->g, n, 0);
-    int r = x->shape.rank, S = r - 2;
+    int r = x->shape.rank;
     memset(pg, 0, sizeof *pg);
     if (r < 3 || r > 5 || y->shape.rank != r)
         return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n, "pooling of rank %d", r);
-    int64_t ks[3], str[3], dl[3], pads[6];
-    ir_status rc;
-    if ((rc = attr_ints_n(c, n, "kernel_shape", S, 1, ks)) ||
-        (rc = attr_ints_n(c, n, "strides", S, 1, str)) ||
-        (rc = attr_ints_n(c, n, "dilations", S, 1, dl)) ||
-        (rc = attr_ints_n(c, n, "pads", 2 * S, 0, pads)))
-        return rc;
-    bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
-    const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
-    bool same_up = !strcmp(ap, "SAME_UPPER"), same_lo = !strcmp(ap, "SAME_LOWER");
-    bool valid = !strcmp(ap, "VALID");
-    pg->S = S;
+    ir_pool_geom g;
+    ir_status st = ir_pool_parse(n, &x->shape, &g, c->d);
+    if (st != IR_OK) return st;
+    pg->S = g.S;
     pg->N = x->shape.dims[0];
     pg->C = pg->M = pg->group = x->shape.dims[1];
     pg->count_pad = ir_attr_int(n, "count_include_pad", 0) != 0;
-    for (int i = 0; i < 3; i++) pg->in[i] = pg->out[i] = pg->k[i] = pg->s[i] = pg->d[i] = 1;
-    for (int i = 0; i < S; i++) {
-        int j = 3 - S + i;
-        int64_t in = x->shape.dims[2 + i], pb = pads[i], pe = pads[S + i], out;
-        if (ks[i] < 1 || str[i] < 1 || dl[i] != 1 || pb < 0 || pe < 0)
+    for (int i = 0; i < 3; i++) {
+        if (g.d[i] != 1 || g.pb[i] < 0 || g.pe[i] < 0)
             return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n,
                                 "AveragePool window (kernel %lld, stride %lld, dilation %lld)",
-                                (long long)ks[i], (long long)str[i], (long long)dl[i]);
-        if (same_up || same_lo) {
-            out = (in + str[i] - 1) / str[i];
-            int64_t tot = (out - 1) * str[i] + ks[i] - in;
-            if (tot < 0) tot = 0;
-            pb = same_up ? tot / 2 : tot - tot / 2;
-            pe = tot - pb;
-        } else {
-            if (valid) pb = pe = 0;
-            int64_t span = in + pb + pe - ks[i];
-            if (span < 0) return geometry_mismatch(c, n);
-            out = (ceil_mode ? (span + str[i] - 1) / str[i] : span / str[i]) + 1;
-            if (ceil_mode && (out - 1) * str[i] >= in + pb) out--;
-        }
-        pg->in[j] = in;
-        pg->out[j] = out;
-        pg->k[j] = ks[i];
-        pg->s[j] = str[i];
-        pg->pb[j] = pb;
-        pg->pe[j] = pe;
-        if (y->shape.dims[2 + i] != out) return geometry_mismatch(c, n);
+                                (long long)g.k[i], (long long)g.s[i], (long long)g.d[i]);
+        pg->in[i] = g.in[i];
+        pg->out[i] = g.out[i];
+        pg->k[i] = g.k[i];
+        pg->s[i] = g.s[i];
+        pg->d[i] = 1;
+        pg->pb[i] = g.pb[i];
+        pg->pe[i] = g.pe[i];
     }
+    for (int i = 0; i < g.S; i++)
+        if (y->shape.dims[2 + i] != g.out[3 - g.S + i]) return geometry_mismatch(c, n);
     /* 1/q for every divisor q a window can have */
     int64_t kmax = pg->k[0] * pg->k[1] * pg->k[2];
     uint32_t *inv = pet_arena_alloc(c->p, sizeof(uint32_t) * (size_t)(kmax + 1));
@@ -587,42 +550,28 @@ static ir_status c_split(cc *c, int ni, const ir_node *n) {
     return off <= shape_of(c, x)->dims[axis] ? IR_OK : geometry_mismatch(c, n);
 }
 
-/* Slice's first index and step per dim, the resolution of ir/ops-layout.c's slice_params. */
+/* Slice's first index and step per dim, as the float kernel resolves them (ir_slice_resolve). */
 static ir_status c_slice(cc *c, int ni, const ir_node *n) {
     int x, y;
     ir_status st;
-    int64_t v[4][IR_MAX_RANK];
+    int64_t v[4][IR_MAX_RANK], first[IR_MAX_RANK], step[IR_MAX_RANK];
     int cnt[4];
     if ((st = data_in(c, n, 0, &x))) return st;
     for (int i = 0; i < 4; i++)
         if ((st = in_ints(c, n, i + 1, v[i], IR_MAX_RANK, &cnt[i]))) return st;
     if ((st = out_value(c, n, 0, deg(c, x), &y))) return st;
     const ir_shape *is = shape_of(c, x), *os = shape_of(c, y);
-    int ns = cnt[0];
-    if (ns < 0 || cnt[1] != ns || (cnt[2] != -2 && cnt[2] != ns) || (cnt[3] != -2 && cnt[3] != ns))
-        return geometry_mismatch(c, n);
+    ir_shape rs;
+    if (cnt[0] < 0) return geometry_mismatch(c, n);
+    if ((st = ir_slice_resolve(n, is, v[0], cnt[0], v[1], cnt[1], v[2], cnt[2], v[3], cnt[3], first,
+                               step, &rs, c->d)))
+        return st;
+    if (!ir_shape_eq(&rs, os)) return geometry_mismatch(c, n);
     pet_step *s = copy_step(c, ni, x, y);
     if (!s) return nomem(c);
-    for (int i = 0; i < ns; i++) {
-        int ax;
-        int64_t a = cnt[2] == -2 ? i : v[2][i];
-        if (!norm_axis(a, is->rank, &ax)) return bad_axis(c, n, a, is->rank);
-        int64_t dim = is->dims[ax], b = v[0][i], e = v[1][i], t = cnt[3] == -2 ? 1 : v[3][i];
-        if (t == 0) return geometry_mismatch(c, n);
-        if (b < 0) b += dim;
-        if (e < 0) e += dim;
-        if (t > 0) {
-            b = b < 0 ? 0 : b > dim ? dim : b;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-        } else {
-            b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-        }
-        int64_t len = t > 0 ? (e - b + t - 1) / t : (b - e + (-t) - 1) / (-t);
-        if (len < 0) len = 0;
-        if (len != os->dims[ax]) return geometry_mismatch(c, n);
-        s->u.copy.src_start[ax] = len ? b : 0;
-        s->u.copy.src_step[ax] = t;
+    for (int ax = 0; ax < is->rank; ax++) {
+        s->u.copy.src_start[ax] = first[ax];
+        s->u.copy.src_step[ax] = step[ax];
     }
     return IR_OK;
 }
