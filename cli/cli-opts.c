@@ -56,7 +56,11 @@ static const opt_def defs[] = {
      "keep at most N states waiting to be expanded, evicting the worst (default: 100000)"},
     {CLI_OPT_BUDGET, "threads", 0, "N", "search threads (default: the CPUs available)"},
     {CLI_OPT_SEARCH, "rules", 0, "LIST",
-     "rule families, comma-separated: fission, remat, swap, reorder, subst (default: all)"},
+     "rule families, comma-separated: fission, remat, swap, reorder, subst, pet (default: all"
+     " but pet)"},
+    {CLI_OPT_SEARCH, "pet", 0, NULL,
+     "search with PET's partially equivalent mutants (verified, corrected) too; alone (no"
+     " limit) it minimizes latency with no memory bound (pet and subst); inference graphs only"},
     {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
     {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_CHECKPOINT, "checkpoint", 0, "FILE",
@@ -280,6 +284,10 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
     case CLI_OPT_BUDGET: {
         if (!strcmp(od->lng, "quiet")) {
             o->quiet = true;
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(od->lng, "pet")) {
+            o->pet = true;
             return CLI_EXIT_OK;
         }
         const char **slot = !strcmp(od->lng, "mem-limit")      ? &o->mem_limit

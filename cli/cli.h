@@ -42,7 +42,7 @@ enum cli_opt_mask {
     CLI_OPT_TRAIN = 1u << 10,
     CLI_OPT_ORDER = 1u << 11,  /* --order eager|memory */
     CLI_OPT_REPEAT = 1u << 12, /* --repeat N */
-    /* --mem-limit, --lat-limit, --max-frontier, --rules, --delta: what defines a search
+    /* --mem-limit, --lat-limit, --max-frontier, --rules, --delta, --pet: what defines a search
      * (optimize-opts.c parses the values) */
     CLI_OPT_SEARCH = 1u << 13,
     /* --time, --max-states, --threads, --quiet: a search's budgets and how it runs, which
@@ -80,6 +80,7 @@ typedef struct cli_opts {
      * parses them */
     const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta,
         *max_frontier;
+    bool pet; /* --pet (CLI_OPT_SEARCH): PET candidates join the search */
     bool quiet;
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */

@@ -5,7 +5,8 @@
  * The hash covers what defines the search, parsed (so "0.5" and ".5" agree) and written as one
  * "key=value" line each, in a fixed order: mode and limit, device, rule families, delta,
  * max-frontier, seed, training options, import options. A new option that changes what the
- * search explores must be added here, or a resume could continue a different search. */
+ * search explores must be added here, or a resume could continue a different search (--pet is:
+ * it sets the pet rule family and, alone, the infinite memory limit). */
 #include "optimize-run.h"
 
 #include <errno.h>
@@ -15,11 +16,9 @@
 
 #define DEFAULT_MAX_FRONTIER 100000
 
-const cli_rule_family cli_rule_families[] = {{"fission", XS_RULE_FISSION},
-                                             {"remat", XS_RULE_REMAT},
-                                             {"swap", XS_RULE_SWAP},
-                                             {"reorder", XS_RULE_REORDER},
-                                             {"subst", XS_RULE_SUBST}};
+const cli_rule_family cli_rule_families[] = {
+    {"fission", XS_RULE_FISSION}, {"remat", XS_RULE_REMAT}, {"swap", XS_RULE_SWAP},
+    {"reorder", XS_RULE_REORDER}, {"subst", XS_RULE_SUBST}, {"pet", XS_RULE_PET}};
 const int cli_n_rule_families = (int)(sizeof cli_rule_families / sizeof cli_rule_families[0]);
 
 static int parse_rules(const char *n, const char *rules, unsigned *out) {
@@ -33,7 +32,7 @@ static int parse_rules(const char *n, const char *rules, unsigned *out) {
         if (k == cli_n_rule_families)
             return cli_fail(CLI_EXIT_USAGE,
                             "%s: --rules '%s': unknown rule family '%.*s' (expected fission, "
-                            "remat, swap, reorder, subst)",
+                            "remat, swap, reorder, subst, pet)",
                             n, rules, (int)len, p);
         *out |= cli_rule_families[k].flag;
         if (!p[len]) break;
@@ -55,13 +54,18 @@ static int parse_seconds(const char *n, const char *opt, const char *s, double *
 int cli_optimize_parse(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a) {
     const char *n = cmd->name;
     memset(a, 0, sizeof *a);
-    if (!!o->mem_limit == !!o->lat_limit)
-        return cli_fail(CLI_EXIT_USAGE, "%s: give exactly one of --mem-limit and --lat-limit", n);
-    a->xs.mode = o->mem_limit ? XS_MODE_MEM : XS_MODE_LAT;
-    a->limit_text = o->mem_limit ? o->mem_limit : o->lat_limit;
+    /* --pet alone: PET's own objective, the fastest equivalent graph whatever its memory (the
+     * memory mode with an infinite limit, the one non-finite limit there is) */
+    bool unbounded = o->pet && !o->mem_limit && !o->lat_limit;
+    if (!unbounded && !!o->mem_limit == !!o->lat_limit)
+        return cli_fail(CLI_EXIT_USAGE,
+                        "%s: give exactly one of --mem-limit and --lat-limit (or --pet alone)", n);
+    a->xs.mode = o->lat_limit ? XS_MODE_LAT : XS_MODE_MEM;
+    if (unbounded) a->limit = (cli_limit){.kind = CLI_LIMIT_BYTES, .value = INFINITY};
+    a->limit_text = unbounded ? "none" : o->mem_limit ? o->mem_limit : o->lat_limit;
     cli_limit_kind want = o->mem_limit ? CLI_LIMIT_BYTES : CLI_LIMIT_SECONDS;
-    if (!cli_parse_limit(a->limit_text, &a->limit) ||
-        (a->limit.kind != CLI_LIMIT_RATIO && a->limit.kind != want))
+    if (!unbounded && (!cli_parse_limit(a->limit_text, &a->limit) ||
+                       (a->limit.kind != CLI_LIMIT_RATIO && a->limit.kind != want)))
         return cli_fail(
             CLI_EXIT_USAGE,
             "%s: --%s '%s': expected a ratio of the unoptimized value (e.g. %s) or %s", n,
@@ -105,8 +109,16 @@ int cli_optimize_parse(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a) {
                             o->delta);
         a->xs.delta = d;
     }
-    a->xs.rules = XS_RULE_ALL;
+    /* --pet alone searches PET's mutants and the fully equivalent substitutions, nothing that
+     * trades time for memory; with a limit they join the memory rules */
+    a->xs.rules = unbounded ? XS_RULE_PET | XS_RULE_SUBST : XS_RULE_ALL;
     if (o->rules && (code = parse_rules(n, o->rules, &a->xs.rules)) != CLI_EXIT_OK) return code;
+    if (o->pet) a->xs.rules |= XS_RULE_PET;
+    if ((a->xs.rules & XS_RULE_PET) && o->train)
+        return cli_fail(CLI_EXIT_USAGE,
+                        "%s: PET (--pet, --rules pet) works on inference graphs: it cannot be "
+                        "combined with --train",
+                        n);
     a->xs.seed = o->seed;
     if (o->checkpoint_every && !o->checkpoint)
         return cli_fail(CLI_EXIT_USAGE, "%s: --checkpoint-every needs --checkpoint FILE", n);

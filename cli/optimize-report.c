@@ -3,11 +3,55 @@
  * the text summary. The figures are those of the plan as written (optimized.onnx read back and
  * simulated in file order); the search's own are reported beside them. report.json's
  * "states_*" counters and "resumes" count the whole search, earlier runs of a resumed one
- * included; "checkpoint" describes this run's checkpoints. */
+ * included; "checkpoint" describes this run's checkpoints; "pet" the PET table the search
+ * built (rebuilt identically by a resume) and the candidates applied in the best state. */
 #include "optimize-run.h"
 
 #include <math.h>
 #include <string.h>
+
+/* report.json's "pet": the table's counters and every candidate applied in the best state
+ * (null without PET). */
+static void report_pet(cli_json *j, const xs_result *r) {
+    const pet_table *t = r->pet;
+    if (!t) {
+        cli_json_null(j);
+        return;
+    }
+    cli_json_obj_begin(j);
+    cli_json_kv_int(j, "subprograms", t->split ? t->split->n : 0);
+    cli_json_kv_int(j, "subprograms_mutated", t->subprogs);
+    cli_json_kv_int(j, "mutants", t->mutants);
+    cli_json_kv_int(j, "verified", t->verified);
+    cli_json_kv_int(j, "rejected", t->rejected);
+    cli_json_kv_int(j, "uncorrectable", t->uncorrectable);
+    cli_json_kv_int(j, "candidates", t->n);
+    cli_json_kv_int(j, "box_tests", t->box_tests);
+    /* generate, verify and correct are summed over the threads; total is setup's wall time */
+    cli_json_key(j, "seconds");
+    cli_json_obj_begin(j);
+    cli_json_kv_num(j, "generate", t->gen_seconds);
+    cli_json_kv_num(j, "verify", t->verify_seconds);
+    cli_json_kv_num(j, "correct", t->correct_seconds);
+    cli_json_kv_num(j, "total", r->pet_seconds);
+    cli_json_obj_end(j);
+    cli_json_key(j, "applied");
+    cli_json_arr_begin(j);
+    for (int i = 0; i < r->n_pet_applied; i++) {
+        const xs_pet_applied *a = &r->pet_applied[i];
+        cli_json_obj_begin(j);
+        cli_json_kv_str(j, "subprogram", a->first_node);
+        cli_json_kv_str(j, "class", pet_mutant_class_name(a->cls));
+        cli_json_kv_int(j, "boxes", a->n_boxes);
+        cli_json_kv_int(j, "corrections", a->n_failed);
+        cli_json_kv_int(j, "fused", a->n_fused);
+        cli_json_kv_num(j, "predicted_gain", a->cost > 0 ? a->orig_cost / a->cost : NAN);
+        cli_json_kv_num(j, "false_accept_bound", a->false_accept_bound);
+        cli_json_obj_end(j);
+    }
+    cli_json_arr_end(j);
+    cli_json_obj_end(j);
+}
 
 void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
     const xs_result *r = p->r;
@@ -96,6 +140,8 @@ void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
         cli_json_obj_end(j);
     }
     cli_json_arr_end(j);
+    cli_json_key(j, "pet");
+    report_pet(j, r);
     cli_json_kv_int(j, "store_nodes", p->n_store);
     cli_json_kv_int(j, "load_nodes", p->n_load);
     cli_json_kv_int(j, "fission_nodes", p->n_fission_ops);
@@ -212,6 +258,11 @@ void cli_optimize_print_text(const cli_opt_report *p, const char *const files[4]
     for (int k = 0; k < RW_KIND_COUNT; k++)
         printf(" %s %d%s", rw_kind_name(k), r->applied[k], k + 1 < RW_KIND_COUNT ? "," : "\n");
     printf("fissions     %d enabled (F-Tree of %d nodes)\n", r->n_fissions, r->ftree_nodes);
+    if (r->pet)
+        printf("pet          %d applied of %d candidates (%d mutants of %d sub-programs: %d "
+               "rejected, %d uncorrectable), %s\n",
+               r->n_pet_applied, r->pet->n, r->pet->mutants, r->pet->subprogs, r->pet->rejected,
+               r->pet->uncorrectable, cli_fmt_seconds(r->pet_seconds, b1, sizeof b1));
     printf("search       %llu states, %s, %s", (unsigned long long)r->stats.total.generated + 1,
            cli_fmt_seconds(r->search_seconds, b1, sizeof b1),
            xp_stop_reason_to_string(r->stats.reason));

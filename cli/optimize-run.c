@@ -1,7 +1,8 @@
 /* optimize-run.c - the run `magpie optimize` and `magpie resume` share: load the model (or its
  * training graph), profile it (or, resuming, apply the checkpoint's cost-model snapshot so every
- * node costs what it cost before), search (xs_search: MAGIS Algorithm 3 over fission, remat,
- * swap, substitution and the memory DP's order) under a memory or a latency limit with its
+ * node costs what it cost before; with PET on a measured device, the candidates' ops too),
+ * search (xs_search: MAGIS Algorithm 3 over fission, remat, swap, substitution, PET candidates
+ * and the memory DP's order) under a memory or a latency limit (or none: --pet alone) with its
  * progress line and checkpoints, and write the plan:
  *  - DIR/optimized.onnx: the best graph with its fissions materialized (rw_fission_materialize:
  *    all n parts), rematerialized ops duplicated, Store/Load and the fission ops in domain
@@ -145,6 +146,37 @@ static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli
     return m;
 }
 
+/* A measured cost model knows the model's op signatures only: the ops of PET's replacements
+ * (a merged conv, a correction's convolution on a region) would be estimates, which can be
+ * off by several times on a CPU, and an optimistic one makes a candidate of a replacement that
+ * is slower. So the table the search will build is built here and its replacements' ops
+ * measured, before the cost model's snapshot is taken; measured costs can change which mutants
+ * rank and are kept, so again until a table brings no new signature (at most PROFILE_ROUNDS
+ * times). The search's own table, built from the same model state, is then the last one here,
+ * every op of it measured, and the one a resume rebuilds from the checkpoint's snapshot. */
+#define PROFILE_ROUNDS 4
+
+static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo) {
+    ir_diag d = {{0}};
+    pet_find_opts po;
+    xs_pet_options(xo, &po);
+    ir_status st = IR_OK;
+    for (int round = 0; round < PROFILE_ROUNDS && st == IR_OK; round++) {
+        pet_table *t = NULL;
+        prof_stats before, after;
+        prof_get_stats(m, &before);
+        st = pet_find_candidates(g, &po, &t, &d);
+        for (int k = 0; st == IR_OK && k < t->n; k++)
+            st = prof_profile_graph(m, t->c[k].replacement, &d);
+        pet_table_free(t);
+        prof_get_stats(m, &after);
+        if (after.measured + after.failed == before.measured + before.failed) break;
+    }
+    if (st == IR_OK) return CLI_EXIT_OK;
+    ir_diag_prefix(&d, "PET candidates");
+    return cli_fail_ir(st, &d, NULL);
+}
+
 int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
                      const cli_optimize_job *job) {
     const char *path = job->model, *dir = o->out_dir ? o->out_dir : DEFAULT_OUT_DIR;
@@ -181,10 +213,20 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         code = cli_fail_ir(st, &d, path);
         goto out;
     }
+    /* The search works on the graph as the importer would read it back (constants folded:
+     * a training graph's seed gradient, for one), so the plan's figures survive the round
+     * trip through optimized.onnx; the baseline stays the graph as loaded. */
+    if ((st = ir_fold_constants(g, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, path);
+        goto out;
+    }
+    a->xs.cost = m;
+    if ((a->xs.rules & XS_RULE_PET) && prof_is_measured(m) && !job->prof &&
+        (code = profile_pet(m, g, &a->xs)) != CLI_EXIT_OK)
+        goto out;
     double t_profile = now_s() - t0;
     if (ck && (code = cli_ckpt_take_profile(ck, m)) != CLI_EXIT_OK) goto out;
     snprintf(device, sizeof device, "%s", prof_device(m));
-    a->xs.cost = m;
     a->xs.limit = cli_limit_resolve(
         &a->limit, a->xs.mode == XS_MODE_MEM ? (double)eager.peak_device_bytes : eager.latency_s);
     progress_ctx pc = {.cmd = cmd->name,
@@ -202,13 +244,6 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         a->xs.checkpoint_now = &checkpoint_now;
     }
     a->xs.resume = job->resume;
-    /* The search works on the graph as the importer would read it back (constants folded:
-     * a training graph's seed gradient, for one), so the plan's figures survive the round
-     * trip through optimized.onnx; the baseline stays the graph as loaded. */
-    if ((st = ir_fold_constants(g, &d)) != IR_OK) {
-        code = cli_fail_ir(st, &d, path);
-        goto out;
-    }
     st = xs_search(g, &a->xs, &r, &d);
     r.eager_peak_bytes = eager.peak_device_bytes;
     r.eager_latency_s = eager.latency_s;

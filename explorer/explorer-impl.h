@@ -61,10 +61,12 @@ typedef struct xs_state {
 typedef struct xs_worker {
     alignas(64) double phase[XS_PHASE_COUNT];
     uint64_t hits, misses, replay_steps, failed;
-    rw_rewrite *cand;     /* XS_MAX_CANDIDATES */
-    uint32_t *touched;    /* XS_TOUCHED_CAP */
-    uint32_t *fis_buf;    /* RW_MAX_FISSION_TOUCHED */
-    rw_fission *fissions; /* the F-Tree's size */
+    rw_rewrite *cand;       /* XS_MAX_CANDIDATES */
+    uint32_t *touched;      /* XS_TOUCHED_CAP */
+    uint32_t *fis_buf;      /* RW_MAX_FISSION_TOUCHED */
+    rw_fission *fissions;   /* the F-Tree's size */
+    unsigned char *present; /* PET children: present[id] for G_b's node ids (grown as needed) */
+    size_t present_cap;
 } xs_worker;
 
 #define XS_MAX_CANDIDATES 1024
@@ -77,7 +79,8 @@ typedef struct xs_ctx {
     const xs_options *o;
     double limit, delta;
     sched_dp_options dp;
-    rw_ftree *ft; /* NULL without XS_RULE_FISSION */
+    rw_ftree *ft;   /* NULL without XS_RULE_FISSION */
+    pet_table *pet; /* NULL without XS_RULE_PET; read-only once built */
     xs_state *root;
     /* the LRU cache of materializations: most recent at head */
     pthread_mutex_t mu;

@@ -365,10 +365,19 @@ bool xp_pool_start_restored(xp_pool *p, const xp_restore *r);
  *   XS_MODE_LAT: (max(a.lat, X), a.mem) < (max(delta * b.lat, X), delta * b.mem)
  * lexicographically.
  *
+ * PET (XS_RULE_PET, issue #7): setup builds the table of verified PET candidates once, with
+ * pet_find_candidates on the start graph G_b (xs_pet_options), so replay and resume, which run
+ * setup again on the same model and options, rebuild the same table. Expanding a state adds one
+ * RW_PET child per candidate (node_id = its index in the table) whose sub-program is intact in
+ * the state's G_b (every node still there) and outside every enabled fission; xs_derive applies
+ * it to G_b with pet_apply, which refuses (IR_ERR_INVALID, a failed child) a sub-program another
+ * rewrite changed. PET states are ordinary states: a checkpoint holds their rewrites.
+ *
  * Determinism: with threads == 1 and no time budget reached, (g, options, seed, max_states)
  * determine the result, fingerprint included, whatever the cache size. */
 
 #include "ir.h"
+#include "pet-opt.h"
 #include "prof.h"
 #include "rules.h"
 #include "schedule.h"
@@ -386,7 +395,8 @@ enum xs_rule_flags {
     XS_RULE_REORDER = 1u << 2, /* start from the memory DP's order */
     XS_RULE_FISSION = 1u << 3, /* F-Tree mutations (fission) */
     XS_RULE_SUBST = 1u << 4,   /* substitution rules */
-    XS_RULE_ALL = 31u,
+    XS_RULE_ALL = 31u,         /* the memory optimizer's families (PET is not among them) */
+    XS_RULE_PET = 1u << 5,     /* PET candidates (partially equivalent, corrected mutants) */
 };
 
 /* The phases of the workers' time (xs_result.phase_seconds, summed over workers). */
@@ -505,7 +515,17 @@ typedef struct xs_options {
      * graph") instead of the start state. max_seconds and max_states count the whole search,
      * the snapshot's part included. NULL: a new search. */
     const xs_snapshot *resume;
+    /* PET (XS_RULE_PET): the candidates' options; NULL: the search's defaults (see
+     * xs_pet_options). Part of what defines the search, like the rules. */
+    const pet_find_opts *pet;
 } xs_options;
+
+/* The options setup() builds the PET table with: *o->pet, or the search's defaults (a shallower
+ * generator than pet-gen.h's own defaults, bounded per enumeration, so that a model of a hundred
+ * sub-programs takes a minute or less), with o's cost model and thread count. A caller that
+ * needs the same table before the search (to profile the replacements' ops, say) calls
+ * pet_find_candidates with these. */
+void xs_pet_options(const xs_options *o, pet_find_opts *out);
 
 /* A fission enabled in the best state. */
 typedef struct xs_fission_info {
@@ -514,6 +534,17 @@ typedef struct xs_fission_info {
     int64_t dim_len;
     int parts; /* n */
 } xs_fission_info;
+
+/* A PET candidate applied in the best state (from the table and the chain). */
+typedef struct xs_pet_applied {
+    int candidate;        /* index in xs_result.pet */
+    int subprog;          /* index in the table's split */
+    char first_node[160]; /* the name of the sub-program's first node (cut to fit) */
+    int cls;              /* pet_mutant_class */
+    int n_boxes, n_failed, n_fused;
+    double orig_cost, cost; /* predicted seconds: the gain is orig_cost / cost */
+    double false_accept_bound;
+} xs_pet_applied;
 
 typedef struct xs_result {
     ir_graph *best;  /* owned: the best state's G_e (one-copy when fission is enabled) */
@@ -548,6 +579,12 @@ typedef struct xs_result {
     uint32_t checkpoints;
     double checkpoint_pause_s, checkpoint_write_s;
     char checkpoint_error[256];
+    /* PET: the table (owned; NULL without XS_RULE_PET), the wall time setup took to build it,
+     * and the candidates applied in the best state, in chain order (owned) */
+    pet_table *pet;
+    double pet_seconds;
+    xs_pet_applied *pet_applied;
+    int n_pet_applied;
 } xs_result;
 
 /* Runs the search on g (not modified). On failure returns the status with d set and *r

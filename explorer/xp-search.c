@@ -1,13 +1,15 @@
 /* xp-search.c - xs_search, the memory optimizer's search (MAGIS section 6.2, Algorithm 3) on the
- * best-first pool: the mode's BetterThan, the start state and the F-Tree, the expansion of a state
- * into its children (remat/swap at G_e's hot-spots, substitutions on G_b, F-Tree mutations), the
- * calling thread's progress, interrupt and checkpoint loop, resuming from a snapshot, the result
- * (the best state's graph, chain and statistics) and xs_replay. States and their
- * materializations: xp-state.c; snapshots: xp-snapshot.c. See explorer.h. */
+ * best-first pool: the mode's BetterThan, the start state, the F-Tree and the PET table, the
+ * expansion of a state into its children (remat/swap at G_e's hot-spots, substitutions and PET
+ * candidates on G_b, F-Tree mutations), the calling thread's progress, interrupt and checkpoint
+ * loop, resuming from a snapshot, the result (the best state's graph, chain and statistics, the
+ * PET candidates applied) and xs_replay. States and their materializations: xp-state.c;
+ * snapshots: xp-snapshot.c. See explorer.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "explorer-impl.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +59,7 @@ static bool family_enabled(unsigned rules, int kind) {
     case RW_FT_LIFT:
     case RW_FT_DISABLE:
     case RW_FT_MUTATE: return (rules & XS_RULE_FISSION) != 0;
+    case RW_PET: return (rules & XS_RULE_PET) != 0;
     }
     return false;
 }
@@ -138,11 +141,47 @@ static int keep_largest(const ir_graph *g, rw_rewrite *cand, int n) {
     return XS_MAX_SCHED_CHILDREN;
 }
 
+/* The PET children of m into out[0..max): one per candidate of the table whose sub-program is
+ * intact in G_b (every node present; pet_apply checks that they are unchanged) and outside every
+ * enabled fission (MAGIS's rules do not cross an F-Trans region, nor do PET's). */
+static int pet_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, rw_rewrite *out, int max) {
+    const pet_table *t = c->pet;
+    const ir_graph *gb = m->gb->g;
+    size_t need = (size_t)gb->next_node_id + 1;
+    if (need > w->present_cap) {
+        /* grown rarely: ids grow by a few per rewrite, so twice what is needed lasts */
+        unsigned char *p = realloc(w->present, 2 * need);
+        if (!p) return 0;
+        w->present = p;
+        w->present_cap = 2 * need;
+    }
+    memset(w->present, 0, need);
+    for (int i = 0; i < gb->n_nodes; i++) w->present[gb->nodes[i].id] = 1;
+    int n = 0, last = -1;
+    bool intact = false;
+    /* candidates are grouped by sub-program: each is checked once */
+    for (int k = 0; k < t->n && n < max; k++) {
+        int sp = t->c[k].subprog;
+        if (sp != last) {
+            const pet_subprog *p = &t->split->progs[sp];
+            intact = true;
+            for (int j = 0; j < p->n_nodes && intact; j++) {
+                uint32_t id = p->node_ids[j];
+                intact = id < need && w->present[id] && !id_in(m, id);
+            }
+            last = sp;
+        }
+        if (intact) out[n++] = (rw_rewrite){.kind = RW_PET, .node_id = (uint32_t)k};
+    }
+    return n;
+}
+
 /* The children of m, in a fixed order: F-Tree mutations (few, and the big steps), substitutions
- * on G_b, then remat/swap candidates at G_e's hot-spots. A training graph's peak holds hundreds
- * of hot-spots, each with several users: evaluating every candidate (an incremental re-schedule
- * each) would make a search of a minute a handful of expansions deep. So, in the spirit of H2,
- * only the XS_MAX_SCHED_CHILDREN candidates that move or recompute the most bytes are kept. */
+ * on G_b, PET candidates on G_b, then remat/swap candidates at G_e's hot-spots. A training graph's
+ * peak holds hundreds of hot-spots, each with several users: evaluating every candidate (an
+ * incremental re-schedule each) would make a search of a minute a handful of expansions deep. So,
+ * in the spirit of H2, only the XS_MAX_SCHED_CHILDREN candidates that move or recompute the most
+ * bytes are kept. */
 static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag *d) {
     unsigned rules = c->o->rules;
     int n = 0;
@@ -155,6 +194,8 @@ static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag
             if (!crosses_fission(m, &w->cand[n + i])) w->cand[n + kept++] = w->cand[n + i];
         n += kept;
     }
+    if ((rules & XS_RULE_PET) && c->pet)
+        n += pet_children(c, w, m, w->cand + n, XS_MAX_CANDIDATES - n);
     if (rules & (XS_RULE_REMAT | XS_RULE_SWAP)) {
         sched_memory mem = {0};
         if (sched_memory_compute(m->ge->g, m->order, &mem, d) == IR_OK) {
@@ -245,7 +286,34 @@ out:
     return st;
 }
 
-/* The context, the start state (root) and the F-Tree, shared by xs_search and xs_replay. */
+void xs_pet_options(const xs_options *o, pet_find_opts *out) {
+    if (o->pet) {
+        *out = *o->pet;
+    } else {
+        /* pet-gen.h's defaults (depth 4, 4 rounds, top 8) take minutes on one sub-program of
+         * seven ops. Depth 3 holds a merge of parallel convolutions (concatenated weights, one
+         * conv, a split) and the matmul transpositions; one round with a wide top-K, because
+         * the generator ranks mutants by their cost before correction: on Inception v3 the
+         * cheapest 8 of a block are partial merges whose 16-18 corrections cost more than the
+         * block, and the exact merge that pays ranks below them. The state bound keeps the
+         * largest enumerations to about a second. */
+        memset(out, 0, sizeof *out);
+        out->gen.depth = 3;
+        out->gen.rounds = 1;
+        out->gen.top_k = 32;
+        out->gen.max_states = 1 << 18;
+        out->gen.max_subsets = 16;
+        /* a mutant whose output has thousands of boxes (a reshape splits at every row) costs
+         * seconds to verify and would need as many corrections where it differs: refused */
+        out->verify.max_cells = 1024;
+        out->verify.seed = o->seed;
+    }
+    out->gen.cost = o->cost;
+    out->threads = o->threads > 0 ? o->threads : xp_default_threads();
+}
+
+/* The context, the start state (root), the F-Tree and the PET table, shared by xs_search and
+ * xs_replay. */
 static ir_status setup(const ir_graph *g, const xs_options *o, int threads, xs_ctx *c, xs_result *r,
                        ir_diag *d) {
     ir_status st = xs_ctx_init(c, o, threads, d);
@@ -265,6 +333,19 @@ static ir_status setup(const ir_graph *g, const xs_options *o, int threads, xs_c
             goto out;
         }
     }
+    if (o->rules & XS_RULE_PET) {
+        /* on G_b = g, so the table's node ids are the start state's; the thread count does not
+         * change the table (pet-opt.h) */
+        pet_find_opts po;
+        xs_pet_options(o, &po);
+        po.threads = threads;
+        double t0 = xs_now();
+        if ((st = pet_find_candidates(g, &po, &c->pet, d)) != IR_OK) {
+            ir_diag_prefix(d, "PET candidates");
+            goto out;
+        }
+        r->pet_seconds = xs_now() - t0;
+    }
     if (!(c->root = xs_root_new(c, g, order, d))) {
         st = IR_ERR_NOMEM;
         goto out;
@@ -280,6 +361,32 @@ out:
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
+}
+
+/* The PET candidates on r's chain into r->pet_applied; g is the start graph (the table's). */
+static ir_status fill_pet(const xs_ctx *c, const ir_graph *g, xs_result *r, ir_diag *d) {
+    if (!c->pet || !r->applied[RW_PET]) return IR_OK;
+    r->pet_applied = calloc((size_t)r->applied[RW_PET], sizeof *r->pet_applied);
+    if (!r->pet_applied) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < r->chain_len; i++) {
+        const rw_rewrite *rw = &r->chain[i];
+        if (rw->kind != RW_PET || rw->node_id >= (uint32_t)c->pet->n) continue;
+        const pet_candidate *pc = &c->pet->c[rw->node_id];
+        const pet_subprog *sp = &c->pet->split->progs[pc->subprog];
+        xs_pet_applied *a = &r->pet_applied[r->n_pet_applied++];
+        *a = (xs_pet_applied){.candidate = (int)rw->node_id,
+                              .subprog = pc->subprog,
+                              .cls = pc->cls,
+                              .n_boxes = pc->n_boxes,
+                              .n_failed = pc->n_failed,
+                              .n_fused = pc->n_fused,
+                              .orig_cost = pc->orig_cost,
+                              .cost = pc->cost,
+                              .false_accept_bound = pc->false_accept_bound};
+        const char *name = sp->n_nodes > 0 ? g->nodes[sp->nodes[0]].name : NULL;
+        snprintf(a->first_node, sizeof a->first_node, "%s", name ? name : "");
+    }
+    return IR_OK;
 }
 
 /* The best state's figures, chain and enabled fissions into r (its graph and order from m). */
@@ -448,6 +555,9 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     }
     st = fill_result(&c, b, m, r, d);
     xs_mat_unref(m);
+    if (st == IR_OK) st = fill_pet(&c, g, r, d);
+    r->pet = c.pet; /* the report's: the ctx is freed below */
+    c.pet = NULL;
     for (int i = 0; i < c.n_w; i++) {
         for (int k = 0; k < XS_PHASE_COUNT; k++) r->phase_seconds[k] += c.w[i].phase[k];
         r->cache_hits += c.w[i].hits;
@@ -482,6 +592,8 @@ void xs_result_free(xs_result *r) {
     free(r->best_order);
     free(r->chain);
     free(r->fissions);
+    pet_table_free(r->pet);
+    free(r->pet_applied);
     memset(r, 0, sizeof *r);
 }
 

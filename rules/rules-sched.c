@@ -13,9 +13,9 @@
 #include <string.h>
 
 const char *rw_kind_name(int kind) {
-    static const char *const names[RW_KIND_COUNT] = {"remat",   "deremat",    "swap",
-                                                     "deswap",  "subst",      "ft-enable",
-                                                     "ft-lift", "ft-disable", "ft-mutate"};
+    static const char *const names[RW_KIND_COUNT] = {
+        "remat",     "deremat", "swap",       "deswap",    "subst",
+        "ft-enable", "ft-lift", "ft-disable", "ft-mutate", "pet"};
     return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
 }
 

@@ -566,7 +566,7 @@ static int merged_conv_bias(sub_edit *e, int b1, int b2, ir_dtype t, int64_t n1,
     char *dst = ir_blob_data(cat); /* zero-filled: an absent bias adds zeros */
     if (b1 >= 0) memcpy(dst, ir_value_data(&g->values[b1]), (size_t)n1 * es);
     if (b2 >= 0) memcpy(dst + (size_t)n1 * es, ir_value_data(&g->values[b2]), (size_t)n2 * es);
-    return new_const(g, base, "cat", t, &out, cat);
+    return new_const(g, base, "bias", t, &out, cat); /* base is the weight's: not its "cat" */
 }
 
 static ir_status apply_merge(sub_edit *e, const rw_rewrite *r, bool conv) {

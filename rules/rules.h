@@ -40,6 +40,8 @@ typedef enum rw_kind {
     RW_FT_LIFT,      /*   they change the fission configuration, not the base graph */
     RW_FT_DISABLE,
     RW_FT_MUTATE,
+    RW_PET,          /* a PET candidate (pet-opt.h): node_id = its index in the search's pet_table;
+                      *   applied to the base graph by pet_apply, not rw_apply */
     RW_KIND_COUNT,
 } rw_kind;
 
@@ -54,7 +56,7 @@ typedef struct rw_rewrite {
 #define RW_MAX_TOUCHED 64
 
 /* "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
- * "ft-mutate"; "?" otherwise */
+ * "ft-mutate", "pet"; "?" otherwise */
 const char *rw_kind_name(int kind);
 
 /* Applies r to g and returns the new graph; g is left unchanged. touched (RW_MAX_TOUCHED

@@ -9,8 +9,11 @@
  * the plan passes `verify` and measures the reported peak under `run`; report.json's fields are
  * present and agree with each other and with schedule.json; memory.svg holds both timelines;
  * --max-frontier bounds the frontier; the progress goes to stderr as plain lines when stderr is
- * not a terminal, and --quiet silences it. The binary (MAGPIE_BIN, set by ctest) runs through
- * popen. */
+ * not a terminal, and --quiet silences it. --pet (on a model of parallel convolutions written by
+ * the test): the plan verifies and report.json describes the PET table and the candidates
+ * applied; --rules pet applies the mutants alone; one thread is deterministic and a checkpointed
+ * half search resumed to K equals one run to K; --pet with --train is a usage error. The binary
+ * (MAGPIE_BIN, set by ctest) runs through popen. */
 #include "test-util.h"
 
 #include <sys/stat.h>
@@ -448,6 +451,181 @@ static void test_verify_mismatch_exits_3(void **state) {
     free(p);
 }
 
+/* ---------------------------------------------------------------- --pet (PET in the search) */
+
+/* blocks of two parallel 3x3 convolutions reading one activation, weights as initializers:
+ * PET merges each pair into one convolution on concatenated weights (merged-parallel), which
+ * the search pre-computes. Written to path as ONNX. */
+static void write_pet_model(const char *path, int blocks) {
+    ir_graph *g = ir_graph_new();
+    g->opset = 13;
+    g->name = ir_graph_strdup(g, "pet_blocks");
+    ir_shape xs = TU_SHAPE(1, 8, 16, 16), ws = TU_SHAPE(8, 8, 3, 3);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+    ir_graph_add_input(g, x);
+    static int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+    ir_attr attrs[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("kernel_shape", 2, ks)};
+    for (int b = 0; b < blocks; b++) {
+        int y[2];
+        for (int k = 0; k < 2; k++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "w%d%c", b, 'a' + k);
+            int w = ir_graph_add_value(g, nm, IR_F32, &ws);
+            ir_blob *bl = ir_blob_new(sizeof(float) * 8 * 8 * 9);
+            float *wd = ir_blob_data(bl);
+            tu_fill(wd, 8 * 8 * 9, (uint64_t)(10 * b + k + 1));
+            for (int i = 0; i < 8 * 8 * 9; i++) wd[i] *= 0.3f;
+            g->values[w].blob = bl;
+            g->values[w].flags |= IR_VF_CONST | IR_VF_INITIALIZER | IR_VF_PARAM;
+            int c;
+            snprintf(nm, sizeof nm, "conv%d%c", b, 'a' + k);
+            tu_add_node1(g, IR_OP_Conv, nm, 2, (int[]){x, w}, 2, attrs, &c);
+            snprintf(nm, sizeof nm, "relu%d%c", b, 'a' + k);
+            tu_add_node1(g, IR_OP_Relu, nm, 1, &c, 0, NULL, &y[k]);
+        }
+        ir_graph_add_output(g, y[1]);
+        x = y[0];
+    }
+    ir_graph_add_output(g, x);
+    ir_diag d = {{0}};
+    if (ir_onnx_save(g, path, &d) != IR_OK) fail_msg("save %s: %s", path, d.msg);
+    ir_graph_free(g);
+}
+
+/* `magpie verify MODEL PLAN` must match. */
+static void expect_verified(tu_proc *p, const char *model, const char *plan) {
+    char args[512];
+    snprintf(args, sizeof args, "verify %s %s --json", model, plan);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("verify exit %d: %s %s", p->rc, p->out, p->err);
+    assert_non_null(strstr(p->out, "\"match\":true"));
+}
+
+/* --pet alone: no limit, pet and subst; the plan verifies; report.json has the pet object with
+ * its counters. --pet --rules pet: the mutants alone are applied (merged-parallel), the plan is
+ * faster and verifies. */
+static void test_pet_plan(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], model[128], args[1024], path[256];
+    make_dir(dir, sizeof dir);
+    snprintf(model, sizeof model, "%s/blocks.onnx", dir);
+    write_pet_model(model, 3);
+    snprintf(args, sizeof args,
+             "optimize %s --pet --device analytic:rtx3090 --time 3s -o %s/plan --json --quiet",
+             model, dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("optimize --pet exit %d: %s", p->rc, p->err);
+    assert_non_null(strstr(p->out, "\"given\":\"none\""));
+    assert_non_null(strstr(p->out, "\"rule_families\":[\"subst\",\"pet\"]"));
+    assert_true(tu_json_num(p->out, "best_latency_seconds") <=
+                tu_json_num(p->out, "baseline_latency_seconds"));
+    snprintf(path, sizeof path, "%s/plan/report.json", dir);
+    char *rep = read_file(path);
+    const char *pet = strstr(rep, "\"pet\":{");
+    if (!pet) fail_msg("no pet object in report.json: %s", rep);
+    assert_int_equal(tu_json_num(pet, "subprograms"), 3);
+    assert_true(tu_json_num(pet, "candidates") >= 3);
+    assert_true(tu_json_num(pet, "mutants") >= tu_json_num(pet, "candidates"));
+    assert_true(tu_json_num(pet, "box_tests") > 0);
+    assert_non_null(strstr(pet, "\"applied\":["));
+    free(rep);
+    snprintf(path, sizeof path, "%s/plan/optimized.onnx", dir);
+    expect_verified(p, model, path);
+
+    snprintf(args, sizeof args,
+             "optimize %s --pet --rules pet --device analytic:rtx3090 --threads 1 --seed 1 "
+             "--time 60 -o %s/alone --json --quiet",
+             model, dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("optimize --pet --rules pet exit %d: %s", p->rc, p->err);
+    const char *rules = strstr(p->out, "\"rules\":{");
+    assert_non_null(rules);
+    assert_int_equal(tu_json_num(rules, "pet"), 3); /* one candidate per block */
+    assert_int_equal(tu_json_num(rules, "subst"), 0);
+    assert_non_null(strstr(p->out, "\"class\":\"merged-parallel\""));
+    assert_non_null(strstr(p->out, "\"subprogram\":\"conv0a\""));
+    assert_true(tu_json_num(p->out, "predicted_gain") > 1.0);
+    assert_true(tu_json_num(p->out, "best_latency_seconds") <
+                tu_json_num(p->out, "baseline_latency_seconds"));
+    snprintf(path, sizeof path, "%s/alone/optimized.onnx", dir);
+    expect_verified(p, model, path);
+    remove_dir(dir);
+    free(p);
+}
+
+/* One thread, seed 1: two runs to K states give the same plan; K/2 with a checkpoint resumed to
+ * K gives the same plan as one run to K (the PET table is rebuilt from the model on resume, so
+ * the checkpointed RW_PET rewrites name the same candidates). */
+static void test_pet_deterministic_resume(void **state) {
+    (void)state;
+    enum { K = 12 };
+    static const char *const keys[] = {"best_peak_bytes", "best_latency_seconds", "candidates"};
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], model[128], args[1024], fp[3][32], pa[256], pb[256];
+    double v[3][3], pets[3];
+    make_dir(dir, sizeof dir);
+    snprintf(model, sizeof model, "%s/blocks.onnx", dir);
+    write_pet_model(model, 4);
+    const char *common = "--pet --rules pet --device analytic:rtx3090 --threads 1 --seed 1 "
+                         "--time 60 --json --quiet";
+    for (int run = 0; run < 3; run++) {
+        if (run < 2)
+            snprintf(args, sizeof args, "optimize %s %s --max-states %d -o %s/run%d", model, common,
+                     K, dir, run);
+        else
+            snprintf(args, sizeof args,
+                     "optimize %s %s --max-states %d --checkpoint %s/ck -o %s/half", model, common,
+                     K / 2, dir, dir);
+        tu_magpie(p, args);
+        if (p->rc != 0) fail_msg("run %d: exit %d: %s", run, p->rc, p->err);
+        if (run == 2) { /* resume the half search to K */
+            snprintf(args, sizeof args, "resume %s/ck --max-states %d -o %s/run2 --json --quiet",
+                     dir, K, dir);
+            tu_magpie(p, args);
+            if (p->rc != 0) fail_msg("resume: exit %d: %s", p->rc, p->err);
+            assert_int_equal(tu_json_num(p->out, "resumes"), 1);
+        }
+        for (int k = 0; k < 3; k++) v[run][k] = tu_json_num(p->out, keys[k]);
+        pets[run] = tu_json_num(strstr(p->out, "\"rules\":{"), "pet");
+        json_str(p->out, "best_fingerprint", fp[run], sizeof fp[run]);
+    }
+    assert_true(pets[0] >= 1);
+    for (int run = 1; run < 3; run++) {
+        for (int k = 0; k < 3; k++)
+            if (v[run][k] != v[0][k])
+                fail_msg("run %d: %s %.17g, first run %.17g", run, keys[k], v[run][k], v[0][k]);
+        assert_true(pets[run] == pets[0]);
+        assert_string_equal(fp[run], fp[0]);
+        snprintf(pa, sizeof pa, "cmp -s %s/run0/optimized.onnx %s/run%d/optimized.onnx", dir, dir,
+                 run);
+        if (system(pa) != 0) fail_msg("run %d: optimized.onnx differs", run);
+    }
+    snprintf(pb, sizeof pb, "%s/run2/optimized.onnx", dir);
+    expect_verified(p, model, pb);
+    remove_dir(dir);
+    free(p);
+}
+
+/* --pet is an inference-graph feature: with --train it is a usage error that writes nothing. */
+static void test_pet_train_refused(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[512], path[256];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --pet --time 1 -o %s/plan --json",
+             dir);
+    tu_magpie(p, args);
+    assert_int_equal(p->rc, 2);
+    assert_non_null(strstr(p->err, "--train"));
+    assert_int_equal(p->out[0], 0);
+    snprintf(path, sizeof path, "%s/plan", dir);
+    assert_false(exists(path));
+    remove_dir(dir);
+    free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet_small),
@@ -462,6 +640,9 @@ int main(void) {
         cmocka_unit_test(test_progress_lines),
         cmocka_unit_test(test_bad_limits_exit_2),
         cmocka_unit_test(test_verify_mismatch_exits_3),
+        cmocka_unit_test(test_pet_plan),
+        cmocka_unit_test(test_pet_deterministic_resume),
+        cmocka_unit_test(test_pet_train_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
