@@ -287,8 +287,7 @@ typedef struct xp_item {
  * worker's unfinished states, heap and deque, in a deterministic order (worker by worker;
  * unfinished, then the heap in array order, then the deque from top to bottom). Only while
  * paused or after xp_pool_wait, from the controlling thread. The states stay the pool's. */
-void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_item *it),
-                            void *arg);
+void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_item *it), void *arg);
 /* The fingerprint set: its count, and a copy as xp_fpset_copy makes it. Paused or joined only. */
 size_t xp_pool_fp_count(const xp_pool *p);
 size_t xp_pool_fp_copy(const xp_pool *p, uint64_t *out, size_t cap);

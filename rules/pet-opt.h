@@ -39,14 +39,14 @@ extern "C" {
 #endif
 
 typedef struct pet_candidate {
-    int subprog;           /* index into the split's progs */
-    int cls;               /* pet_mutant_class of the mutant */
-    uint64_t hash;         /* pet_gen_graph_hash of the mutant */
-    ir_graph *replacement; /* owned: the mutant with its corrections, standalone, the
-                            * sub-program's input and output names */
-    int n_boxes;           /* boxes of the mutant's outputs (pet_output_report.mutant_boxes) */
-    int n_failed;          /* failed cells, each corrected */
-    int n_fused;           /* corrections fused with a mutant op (figure 6) */
+    int subprog;            /* index into the split's progs */
+    int cls;                /* pet_mutant_class of the mutant */
+    uint64_t hash;          /* pet_gen_graph_hash of the mutant */
+    ir_graph *replacement;  /* owned: the mutant with its corrections, standalone, the
+                             * sub-program's input and output names */
+    int n_boxes;            /* boxes of the mutant's outputs (pet_output_report.mutant_boxes) */
+    int n_failed;           /* failed cells, each corrected */
+    int n_fused;            /* corrections fused with a mutant op (figure 6) */
     double orig_cost, cost; /* predicted seconds of the sub-program and of the replacement */
     double false_accept_bound;
 } pet_candidate;
@@ -85,8 +85,8 @@ ir_graph *pet_correct(const ir_graph *prog, const ir_graph *mutant, const pet_re
 /* Applies candidate k of t to g: a new graph (g unchanged) and the ids of the nodes removed and
  * added in touched (room for RW_MAX_FISSION_TOUCHED; may be NULL). IR_ERR_INVALID when a node
  * of the sub-program is missing or changed in g. */
-ir_graph *pet_apply(const ir_graph *g, const pet_table *t, int k, uint32_t *touched,
-                    int *n_touched, ir_status *st, ir_diag *d);
+ir_graph *pet_apply(const ir_graph *g, const pet_table *t, int k, uint32_t *touched, int *n_touched,
+                    ir_status *st, ir_diag *d);
 
 #ifdef __cplusplus
 }

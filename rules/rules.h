@@ -35,13 +35,13 @@ typedef enum rw_kind {
     RW_DEREMAT,
     RW_SWAP,
     RW_DESWAP,
-    RW_SUBST,        /* a substitution rule (rules-subst.c): value = rw_subst_rule */
-    RW_FT_ENABLE,    /* F-Tree mutations (MAGIS 5.1, rules-ftree.c): node_id = F-Tree node index */
-    RW_FT_LIFT,      /*   they change the fission configuration, not the base graph */
+    RW_SUBST,     /* a substitution rule (rules-subst.c): value = rw_subst_rule */
+    RW_FT_ENABLE, /* F-Tree mutations (MAGIS 5.1, rules-ftree.c): node_id = F-Tree node index */
+    RW_FT_LIFT,   /*   they change the fission configuration, not the base graph */
     RW_FT_DISABLE,
     RW_FT_MUTATE,
-    RW_PET,          /* a PET candidate (pet-opt.h): node_id = its index in the search's pet_table;
-                      *   applied to the base graph by pet_apply, not rw_apply */
+    RW_PET, /* a PET candidate (pet-opt.h): node_id = its index in the search's pet_table;
+             *   applied to the base graph by pet_apply, not rw_apply */
     RW_KIND_COUNT,
 } rw_kind;
 
@@ -116,7 +116,7 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max);
 typedef struct rw_dgraph rw_dgraph;
 
 rw_dgraph *rw_dgraph_build(const ir_graph *g); /* NULL when out of memory */
-void rw_dgraph_free(rw_dgraph *dg);           /* NULL-safe */
+void rw_dgraph_free(rw_dgraph *dg);            /* NULL-safe */
 int rw_dgraph_n_components(const rw_dgraph *dg);
 /* Component of value v's dimension dim (0-based), or -1 when it has none (a scalar, or dim out
  * of range). */
@@ -159,8 +159,7 @@ typedef struct rw_fission {
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
  * fission op or already tagged; parts divides D's length (all of D's dims have one length).
  * IR_ERR_INVALID with d naming the node of the first violation and its cause. */
-ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
-                           ir_diag *d);
+ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, ir_diag *d);
 
 /* The ids of S's convex closure in g, sorted ascending, into *out (malloc'd; the count is
  * returned): S and every node of g on a path between two nodes of S. On the graph S was found on
@@ -240,7 +239,7 @@ typedef struct rw_ftree_node {
     int parent;      /* index or -1 */
     int64_t dim_len; /* length of the dimension D splits */
     double heat, score;
-    int comp;        /* D-graph component on the graph the tree was built from */
+    int comp; /* D-graph component on the graph the tree was built from */
 } rw_ftree_node;
 
 typedef struct rw_ftree {
