@@ -280,6 +280,21 @@ static inline void tu_magpie(tu_proc *p, const char *args) {
     unlink(err_path);
 }
 
+/* The string value after the first "key": in json (no escapes), into buf; fails the test when
+ * absent. */
+static inline const char *tu_json_str(const char *json, const char *key, char *buf, size_t n) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(json, pat);
+    if (!p) fail_msg("key '%s' missing in %s", key, json);
+    p += strlen(pat);
+    size_t len = strcspn(p, "\"");
+    if (len >= n) len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    return buf;
+}
+
 /* The number after the first "key": in json (the keys checked occur once); fails when absent. */
 static inline double tu_json_num(const char *json, const char *key) {
     char pat[128];

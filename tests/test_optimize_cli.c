@@ -139,20 +139,6 @@ static void test_impossible_limit_exits_3(void **state) {
     free(p);
 }
 
-/* The string after the first "key": in json, into buf; fails when absent. */
-static const char *json_str(const char *json, const char *key, char *buf, size_t n) {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *p = strstr(json, pat);
-    if (!p) fail_msg("key '%s' missing in %s", key, json);
-    p += strlen(pat);
-    size_t len = strcspn(p, "\"");
-    if (len >= n) len = n - 1;
-    memcpy(buf, p, len);
-    buf[len] = 0;
-    return buf;
-}
-
 static char *read_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) fail_msg("%s missing", path);
@@ -189,7 +175,7 @@ static void test_deterministic_one_thread(void **state) {
         assert_non_null(strstr(p->out, "\"stop_reason\":\"states-full\""));
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             v[k][i] = tu_json_num(p->out, keys[i]);
-        json_str(p->out, "best_fingerprint", fp[k], sizeof fp[k]);
+        tu_json_str(p->out, "best_fingerprint", fp[k], sizeof fp[k]);
         remove_dir(dir);
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -588,7 +574,7 @@ static void test_pet_deterministic_resume(void **state) {
         }
         for (int k = 0; k < 3; k++) v[run][k] = tu_json_num(p->out, keys[k]);
         pets[run] = tu_json_num(strstr(p->out, "\"rules\":{"), "pet");
-        json_str(p->out, "best_fingerprint", fp[run], sizeof fp[run]);
+        tu_json_str(p->out, "best_fingerprint", fp[run], sizeof fp[run]);
     }
     assert_true(pets[0] >= 1);
     for (int run = 1; run < 3; run++) {

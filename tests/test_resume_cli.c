@@ -39,20 +39,6 @@ static bool exists(const char *path) {
     return access(path, F_OK) == 0;
 }
 
-/* The string value after the first "key": in json, into buf; fails when absent. */
-static const char *json_str(const char *json, const char *key, char *buf, size_t n) {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *p = strstr(json, pat);
-    if (!p) fail_msg("key '%s' missing in %s", key, json);
-    p += strlen(pat);
-    size_t len = strcspn(p, "\"");
-    if (len >= n) len = n - 1;
-    memcpy(buf, p, len);
-    buf[len] = 0;
-    return buf;
-}
-
 /* Names in dir that start with prefix. */
 static int count_prefixed(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
@@ -118,7 +104,7 @@ static void test_resume_is_deterministic(void **state) {
     assert_true(tu_json_num(p->out, "resumes") == 0);
     assert_non_null(strstr(p->out, "\"checkpoint\":null"));
     for (int i = 0; i < NK; i++) v[0][i] = tu_json_num(p->out, keys[i]);
-    json_str(p->out, "best_fingerprint", fp[0], sizeof fp[0]);
+    tu_json_str(p->out, "best_fingerprint", fp[0], sizeof fp[0]);
     /* K/2 with a checkpoint, then resume to K */
     snprintf(args, sizeof args,
              "optimize " MODEL " " SEARCH " --threads 1 --max-states %d --checkpoint %s/c -o "
@@ -141,7 +127,7 @@ static void test_resume_is_deterministic(void **state) {
     expect_resumed(p, "resume");
     assert_non_null(strstr(p->out, "\"stop_reason\":\"states-full\""));
     for (int i = 0; i < NK; i++) v[1][i] = tu_json_num(p->out, keys[i]);
-    json_str(p->out, "best_fingerprint", fp[1], sizeof fp[1]);
+    tu_json_str(p->out, "best_fingerprint", fp[1], sizeof fp[1]);
     for (int i = 0; i < NK; i++)
         if (v[0][i] != v[1][i])
             fail_msg("%s: one run %.17g, resumed %.17g", keys[i], v[0][i], v[1][i]);
@@ -477,7 +463,7 @@ static void test_model_moved(void **state) {
     tu_magpie(p, args);
     expect_resumed(p, "resume --model");
     char mp[128];
-    assert_string_equal(json_str(p->out, "model", mp, sizeof mp), m2);
+    assert_string_equal(tu_json_str(p->out, "model", mp, sizeof mp), m2);
     /* its checkpoints record where the model is now */
     ir_diag d = {{0}};
     ckpt_reader *r = ckpt_open(ck, NULL, &d);
