@@ -178,10 +178,16 @@ static void test_patch_graph(void **state) {
     ir_shape xs = TU_SHAPE(2, 3, 8);
     assert_int_equal(ir_npy_write(xpath, IR_F32, &xs, x, &d), IR_OK);
     tu_proc p;
-    snprintf(args, sizeof args, "run %s -i %s --seed 3 --json", path, xpath);
+    /* outputs go to a scratch folder: run writes one .npy per graph output (default: .) */
+    char odir[64], zpath[96];
+    snprintf(odir, sizeof odir, "/tmp/magpie-ops-pet-%d.out", (int)getpid());
+    snprintf(zpath, sizeof zpath, "%s/z.npy", odir);
+    snprintf(args, sizeof args, "run %s -i %s --seed 3 -o %s --json", path, xpath, odir);
     tu_magpie(&p, args);
     unlink(path);
     unlink(xpath);
+    unlink(zpath);
+    rmdir(odir);
     if (p.rc != 0) fail_msg("magpie run: rc %d: %s", p.rc, p.err);
     assert_true(tu_json_num(p.out, "peak_bytes") == (double)peak);
     ir_graph_free(g);
