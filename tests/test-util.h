@@ -389,4 +389,22 @@ static inline char *tu_read_all(const char *path, size_t *n) {
     return buf;
 }
 
+/* The training graph (default options) of numeric fixture `name`'s model, failing the test where
+ * it cannot be built. *fwd (may be NULL) receives the forward graph, else it is freed. */
+static inline ir_graph *tu_load_training(const char *name, ir_graph **fwd) {
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "tests/fixtures/numeric/%s/model.onnx", name);
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *f = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
+    if (!f) fail_msg("import %s: %s", name, d.msg);
+    ir_graph *g = ir_build_training(f, &(ir_train_opts){0}, &st, &d);
+    if (!g) fail_msg("training graph of %s: %s", name, d.msg);
+    if (fwd)
+        *fwd = f;
+    else
+        ir_graph_free(f);
+    return g;
+}
+
 #endif

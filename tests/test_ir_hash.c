@@ -11,19 +11,6 @@
 
 #define MAX_CAND 4096
 
-static ir_graph *load_train(const char *name) {
-    char rel[256], path[1024];
-    snprintf(rel, sizeof rel, "tests/fixtures/numeric/%s/model.onnx", name);
-    ir_diag d = {{0}};
-    ir_status st;
-    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
-    if (!fwd) fail_msg("%s", d.msg);
-    ir_graph *g = ir_build_training(fwd, &(ir_train_opts){0}, &st, &d);
-    ir_graph_free(fwd);
-    if (!g) fail_msg("training graph of %s: %s", name, d.msg);
-    return g;
-}
-
 /* x -> Relu a read by Neg b, Exp c and Sigmoid e, with a rematerialized (a2) for e, or for c:
  * the two graphs are not isomorphic (b and c share a producer in one only), though their nodes'
  * forward hashes are the same multiset. */
@@ -90,7 +77,7 @@ static uint64_t rng_next(uint64_t *s) {
 /* Seeded random rewrite sequences: after each, the incremental hash from the parent's memo equals
  * the full hash, and the memo equals the one the full computation keeps. */
 static void check_sequences(const char *model, int steps, int seeds) {
-    ir_graph *g0 = load_train(model);
+    ir_graph *g0 = tu_load_training(model, NULL);
     rw_rewrite *cand = malloc(sizeof(rw_rewrite) * MAX_CAND);
     assert_non_null(cand);
     int updates = 0;

@@ -16,62 +16,13 @@
  *  - An equivalent mutant comes back without patches; inverse layout pairs are eliminated. */
 #include "test-util.h"
 
+#include "pet-build.h"
+
 #include "pet-opt.h"
 #include "pet-post.h"
 #include "rt.h"
 
 /* ---------------------------------------------------------------- building programs */
-
-static int input(ir_graph *g, const char *name, ir_shape s) {
-    int v = ir_graph_add_value(g, name, IR_F32, &s);
-    ir_graph_add_input(g, v);
-    return v;
-}
-
-static int ints_const(ir_graph *g, int n, const int64_t *vals) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "ints.%d", g->n_values);
-    ir_shape s = ir_shape_make(1, (int64_t[]){n});
-    int v = ir_graph_add_value(g, nm, IR_I64, &s);
-    ir_blob *b = ir_blob_new(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (n) memcpy(ir_blob_data(b), vals, sizeof(int64_t) * (size_t)n);
-    g->values[v].blob = b;
-    g->values[v].flags |= IR_VF_CONST;
-    return v;
-}
-#define INTS(g, ...) ints_const(g, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
-
-/* attrs' int arrays are copied into g's arena (nodes keep pointers to them). */
-static int op(ir_graph *g, ir_op_kind k, int n_in, const int *in, int n_attrs,
-              const ir_attr *attrs_in) {
-    ir_attr attrs[8];
-    assert_true(n_attrs <= 8);
-    for (int i = 0; i < n_attrs; i++) {
-        attrs[i] = attrs_in[i];
-        if (attrs[i].type == IR_ATTR_INTS) {
-            attrs[i].ints = ir_graph_alloc(g, sizeof(int64_t) * (size_t)attrs[i].n);
-            memcpy(attrs[i].ints, attrs_in[i].ints, sizeof(int64_t) * (size_t)attrs[i].n);
-        }
-    }
-    char nm[32];
-    snprintf(nm, sizeof nm, "%s_%d", ir_op_name(k), g->n_nodes);
-    int out;
-    tu_add_node1(g, k, nm, n_in, in, n_attrs, attrs, &out);
-    return out;
-}
-
-static int reshape(ir_graph *g, int x, int rank, const int64_t *dims) {
-    int s = ints_const(g, rank, dims);
-    return op(g, IR_OP_Reshape, 2, (int[]){x, s}, 0, NULL);
-}
-#define RESHAPE(g, x, ...)                                                                         \
-    reshape(g, x, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
-
-static int transpose(ir_graph *g, int x, int rank, int64_t *perm) {
-    return op(g, IR_OP_Transpose, 1, &x, 1, (ir_attr[]){tu_attr_ints("perm", rank, perm)});
-}
-#define TRANSPOSE(g, x, ...)                                                                       \
-    transpose(g, x, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
 
 static int64_t PADS1[4] = {1, 1, 1, 1}, PADS2[4] = {2, 2, 2, 2}, DIL2[2] = {2, 2}, STR2[2] = {2, 2},
                PADS0[4] = {0, 0, 0, 0};
@@ -85,7 +36,7 @@ static int conv_full(ir_graph *g, int x, int w, int b, int64_t *pads, int64_t *d
     if (dil) at[n++] = tu_attr_ints("dilations", 2, dil);
     if (str) at[n++] = tu_attr_ints("strides", 2, str);
     if (group != 1) at[n++] = tu_attr_int("group", group);
-    return op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, n, at);
+    return pb_op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, n, at);
 }
 static int conv(ir_graph *g, int x, int w, int64_t *pads, int64_t *dil) {
     return conv_full(g, x, w, -1, pads, dil, NULL, 1);
@@ -93,36 +44,24 @@ static int conv(ir_graph *g, int x, int w, int64_t *pads, int64_t *dil) {
 
 static int slice(ir_graph *g, int x, int n, const int64_t *st, const int64_t *en,
                  const int64_t *ax) {
-    int in[4] = {x, ints_const(g, n, st), ints_const(g, n, en), ints_const(g, n, ax)};
-    return op(g, IR_OP_Slice, 4, in, 0, NULL);
+    int in[4] = {x, pb_ints(g, n, st), pb_ints(g, n, en), pb_ints(g, n, ax)};
+    return pb_op(g, IR_OP_Slice, 4, in, 0, NULL);
 }
 
 static int pad(ir_graph *g, int x, int n, const int64_t *pads) {
-    return op(g, IR_OP_Pad, 2, (int[]){x, ints_const(g, n, pads)}, 0, NULL);
+    return pb_op(g, IR_OP_Pad, 2, (int[]){x, pb_ints(g, n, pads)}, 0, NULL);
 }
 
 static int concat(ir_graph *g, int n, const int *in, int axis) {
-    return op(g, IR_OP_Concat, n, in, 1, (ir_attr[]){tu_attr_int("axis", axis)});
+    return pb_op(g, IR_OP_Concat, n, in, 1, (ir_attr[]){tu_attr_int("axis", axis)});
 }
 
 static void split2(ir_graph *g, int x, int axis, int64_t a, int64_t b, int *parts) {
-    int sp = INTS(g, a, b);
+    int sp = PB_INTS(g, a, b);
     char nm[32];
     snprintf(nm, sizeof nm, "split_%d", g->n_nodes);
     tu_add_node(g, IR_OP_Split, nm, 2, (int[]){x, sp}, 2, parts, 1,
                 (ir_attr[]){tu_attr_int("axis", axis)});
-}
-
-/* Renames value v to name and makes it a graph output. */
-static void output(ir_graph *g, int v, const char *name) {
-    g->values[v].name = ir_graph_strdup(g, name);
-    ir_graph_add_output(g, v);
-}
-
-static int count_op(const ir_graph *g, ir_op_kind k) {
-    int n = 0;
-    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == k;
-    return n;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -193,7 +132,7 @@ static ir_graph *corrected(const ir_graph *o, const ir_graph *m, int *n_fused, i
     if (!rep) fail_msg("pet_correct: %s: %s", ir_status_to_string(st), d.msg);
     assert_int_equal(st, IR_OK);
     assert_int_equal(ir_graph_validate(rep, &d), IR_OK);
-    int patches = count_op(rep, IR_OP_PetPatch);
+    int patches = pb_count_op(rep, IR_OP_PetPatch);
     assert_true(patches >= 1 && patches <= failed);
     pet_result_free(&r);
 
@@ -221,17 +160,17 @@ static ir_graph *corrected(const ir_graph *o, const ir_graph *m, int *n_fused, i
 static void figure1_reshape(int64_t C, int64_t M, int64_t H, int64_t W, ir_graph **og,
                             ir_graph **mg) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(2, C, H, W)), w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x, w, PADS1, NULL), "y");
-    x = input(m, "x", TU_SHAPE(2, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x = pb_input(o, "x", TU_SHAPE(2, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(2, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = RESHAPE(m, x, 1, 2, C, H, W);
     t = TRANSPOSE(m, t, 0, 2, 3, 1, 4); /* [1, C, H, 2, W] */
     t = RESHAPE(m, t, 1, C, H, 2 * W);
     t = conv(m, t, w, PADS1, NULL);
     t = RESHAPE(m, t, 1, M, H, 2, W);
     t = TRANSPOSE(m, t, 0, 3, 1, 2, 4); /* [1, 2, M, H, W] */
-    output(m, RESHAPE(m, t, 2, M, H, W), "y");
+    pb_output(m, RESHAPE(m, t, 2, M, H, W), "y");
     *og = o;
     *mg = m;
 }
@@ -245,9 +184,9 @@ static void test_figure1(void **state) {
     ir_graph *rep = corrected(o, m, &fused, &failed);
     assert_int_equal(failed, 6); /* image 0's last column, image 1's first, in 3 row boxes */
     /* merged into one column per image, both computed by the mutant's conv */
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 2);
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 2);
     assert_int_equal(fused, 2);
-    assert_int_equal(count_op(rep, IR_OP_Conv), 1);
+    assert_int_equal(pb_count_op(rep, IR_OP_Conv), 1);
     ir_graph_free(rep);
     ir_graph_free(o);
     ir_graph_free(m);
@@ -258,23 +197,23 @@ static void test_figure1_concat(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 5, W = 6;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x1 = input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = input(o, "x2", TU_SHAPE(1, C, H, W)),
-        w = input(o, "w", TU_SHAPE(M, C, 3, 3)), b = input(o, "b", TU_SHAPE(M));
-    output(o, conv_full(o, x1, w, b, PADS1, NULL, NULL, 1), "y1");
-    output(o, conv_full(o, x2, w, b, PADS1, NULL, NULL, 1), "y2");
-    x1 = input(m, "x1", TU_SHAPE(1, C, H, W));
-    x2 = input(m, "x2", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
-    b = input(m, "b", TU_SHAPE(M));
+    int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
+        w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3)), b = pb_input(o, "b", TU_SHAPE(M));
+    pb_output(o, conv_full(o, x1, w, b, PADS1, NULL, NULL, 1), "y1");
+    pb_output(o, conv_full(o, x2, w, b, PADS1, NULL, NULL, 1), "y2");
+    x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
+    x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
+    b = pb_input(m, "b", TU_SHAPE(M));
     int y = conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, b, PADS1, NULL, NULL, 1), parts[2];
     split2(m, y, 3, W, W, parts);
-    output(m, parts[1], "y2"); /* matched by name, not position */
-    output(m, parts[0], "y1");
+    pb_output(m, parts[1], "y2"); /* matched by name, not position */
+    pb_output(m, parts[0], "y1");
     int fused;
     ir_graph *rep = corrected(o, m, &fused, NULL);
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 2);
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 2);
     assert_int_equal(fused, 2);
-    assert_int_equal(count_op(rep, IR_OP_Conv), 1);
+    assert_int_equal(pb_count_op(rep, IR_OP_Conv), 1);
     /* outputs in the original's order */
     assert_string_equal(rep->values[rep->outputs[0]].name, "y1");
     assert_string_equal(rep->values[rep->outputs[1]].name, "y2");
@@ -293,17 +232,17 @@ static void test_figure6(void **state) {
     const int64_t C = 3, M = 4, H = 5, W = 7;
     int64_t pads[4] = {1, 0, 1, 1};
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x1 = input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = input(o, "x2", TU_SHAPE(1, C, H, W)),
-        w = input(o, "w", TU_SHAPE(M, C, 3, 2));
-    output(o, conv(o, x1, w, pads, NULL), "y1");
-    output(o, conv(o, x2, w, pads, NULL), "y2");
-    x1 = input(m, "x1", TU_SHAPE(1, C, H, W));
-    x2 = input(m, "x2", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 2));
+    int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
+        w = pb_input(o, "w", TU_SHAPE(M, C, 3, 2));
+    pb_output(o, conv(o, x1, w, pads, NULL), "y1");
+    pb_output(o, conv(o, x2, w, pads, NULL), "y2");
+    x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
+    x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 2));
     int y = conv(m, concat(m, 2, (int[]){x1, x2}, 3), w, pads, NULL), parts[2];
     split2(m, y, 3, W, W, parts);
-    output(m, parts[0], "y1");
-    output(m, parts[1], "y2");
+    pb_output(m, parts[0], "y1");
+    pb_output(m, parts[1], "y2");
     pet_result r;
     verify(o, m, &r);
     assert_int_equal(r.outputs[1].n_failed, 0);
@@ -312,8 +251,8 @@ static void test_figure6(void **state) {
     int fused;
     ir_graph *rep = corrected(o, m, &fused, NULL);
     assert_int_equal(fused, 1);
-    assert_int_equal(count_op(rep, IR_OP_Conv), 1);
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 1);
+    assert_int_equal(pb_count_op(rep, IR_OP_Conv), 1);
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 1);
     ir_graph_free(rep);
     ir_graph_free(o);
     ir_graph_free(m);
@@ -327,17 +266,17 @@ static void test_figure3(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 8, W = 6;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(1, C, H, W)), w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x, w, PADS2, DIL2), "y");
-    x = input(m, "x", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS2, DIL2), "y");
+    x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = RESHAPE(m, x, 1, C, H / 2, 2, W / 2, 2); /* (c, h', a, w', b) */
     t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4);           /* [1, C, a, h', b, w'] */
     t = RESHAPE(m, t, 1, C, H, W);
     t = conv(m, t, w, PADS1, NULL);
     t = RESHAPE(m, t, 1, M, 2, H / 2, 2, W / 2);
     t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, M, h', a, w', b] */
-    output(m, RESHAPE(m, t, 1, M, H, W), "y");
+    pb_output(m, RESHAPE(m, t, 1, M, H, W), "y");
     int fused;
     ir_graph *rep = corrected(o, m, &fused, NULL);
     assert_int_equal(fused, 0); /* the corrections' convs are dilated, the mutant's is not */
@@ -354,20 +293,20 @@ static void test_strided(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 6, W = 8;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x1 = input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = input(o, "x2", TU_SHAPE(1, C, H, W)),
-        w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv_full(o, x1, w, -1, PADS1, NULL, STR2, 1), "y1");
-    output(o, conv_full(o, x2, w, -1, PADS1, NULL, STR2, 1), "y2");
-    x1 = input(m, "x1", TU_SHAPE(1, C, H, W));
-    x2 = input(m, "x2", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
+        w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv_full(o, x1, w, -1, PADS1, NULL, STR2, 1), "y1");
+    pb_output(o, conv_full(o, x2, w, -1, PADS1, NULL, STR2, 1), "y2");
+    x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
+    x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int y = conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, -1, PADS1, NULL, STR2, 1), parts[2];
     split2(m, y, 3, W / 2, W / 2, parts);
-    output(m, parts[0], "y1");
-    output(m, parts[1], "y2");
+    pb_output(m, parts[0], "y1");
+    pb_output(m, parts[1], "y2");
     int fused;
     ir_graph *rep = corrected(o, m, &fused, NULL);
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 1); /* y2's first column only */
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 1); /* y2's first column only */
     assert_int_equal(fused, 1);
     ir_graph_free(rep);
     ir_graph_free(o);
@@ -380,12 +319,12 @@ static void test_strided(void **state) {
 static void grouped_case(int64_t c0, int64_t c1) {
     const int64_t C = 4, M = 4, H = 5, W = 6;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(1, C, H, W)), w = input(o, "w", TU_SHAPE(M, C / 2, 3, 3)),
-        b = input(o, "b", TU_SHAPE(M));
-    output(o, conv_full(o, x, w, b, PADS1, NULL, NULL, 2), "y");
-    x = input(m, "x", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C / 2, 3, 3));
-    b = input(m, "b", TU_SHAPE(M));
+    int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C / 2, 3, 3)),
+        b = pb_input(o, "b", TU_SHAPE(M));
+    pb_output(o, conv_full(o, x, w, b, PADS1, NULL, NULL, 2), "y");
+    x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C / 2, 3, 3));
+    b = pb_input(m, "b", TU_SHAPE(M));
     /* right: the original conv; wrong: without pads, zero-padded after (border differs) */
     int right = conv_full(m, x, w, b, PADS1, NULL, NULL, 2);
     int wrong = conv_full(m, x, w, b, PADS0, NULL, NULL, 2);
@@ -394,7 +333,7 @@ static void grouped_case(int64_t c0, int64_t c1) {
     if (c0 > 0) parts[np++] = slice(m, right, 1, (int64_t[]){0}, (int64_t[]){c0}, (int64_t[]){1});
     parts[np++] = slice(m, wrong, 1, (int64_t[]){c0}, (int64_t[]){c1}, (int64_t[]){1});
     if (c1 < M) parts[np++] = slice(m, right, 1, (int64_t[]){c1}, (int64_t[]){M}, (int64_t[]){1});
-    output(m, concat(m, np, parts, 1), "y");
+    pb_output(m, concat(m, np, parts, 1), "y");
     ir_graph *rep = corrected(o, m, NULL, NULL);
     /* every correction conv reads channels of its groups only */
     for (int i = 0; i < rep->n_nodes; i++) {
@@ -428,16 +367,16 @@ static void test_matmul(void **state) {
     (void)state;
     const int64_t M = 5, K = 6, N = 4;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int a = input(o, "a", TU_SHAPE(2, M, K)), b = input(o, "b", TU_SHAPE(K, N));
-    output(o, op(o, IR_OP_MatMul, 2, (int[]){a, b}, 0, NULL), "y");
-    a = input(m, "a", TU_SHAPE(2, M, K));
-    b = input(m, "b", TU_SHAPE(K, N));
+    int a = pb_input(o, "a", TU_SHAPE(2, M, K)), b = pb_input(o, "b", TU_SHAPE(K, N));
+    pb_output(o, pb_op(o, IR_OP_MatMul, 2, (int[]){a, b}, 0, NULL), "y");
+    a = pb_input(m, "a", TU_SHAPE(2, M, K));
+    b = pb_input(m, "b", TU_SHAPE(K, N));
     int bz = pad(m, slice(m, b, 1, (int64_t[]){0}, (int64_t[]){N - 1}, (int64_t[]){1}), 4,
                  (int64_t[]){0, 0, 0, 1});
-    output(m, op(m, IR_OP_MatMul, 2, (int[]){a, bz}, 0, NULL), "y");
+    pb_output(m, pb_op(m, IR_OP_MatMul, 2, (int[]){a, bz}, 0, NULL), "y");
     ir_graph *rep = corrected(o, m, NULL, NULL);
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 1);
-    assert_int_equal(count_op(rep, IR_OP_MatMul), 2);
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 1);
+    assert_int_equal(pb_count_op(rep, IR_OP_MatMul), 2);
     ir_graph_free(rep);
     ir_graph_free(o);
     ir_graph_free(m);
@@ -450,17 +389,17 @@ static void test_gemm(void **state) {
     const int64_t M = 3, K = 5, N = 4;
     ir_attr tb = tu_attr_int("transB", 1);
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int a = input(o, "a", TU_SHAPE(M, K)), b = input(o, "b", TU_SHAPE(N, K)),
-        c = input(o, "c", TU_SHAPE(N));
-    output(o, op(o, IR_OP_Gemm, 3, (int[]){a, b, c}, 1, &tb), "y");
-    a = input(m, "a", TU_SHAPE(M, K));
-    b = input(m, "b", TU_SHAPE(N, K));
-    c = input(m, "c", TU_SHAPE(N));
+    int a = pb_input(o, "a", TU_SHAPE(M, K)), b = pb_input(o, "b", TU_SHAPE(N, K)),
+        c = pb_input(o, "c", TU_SHAPE(N));
+    pb_output(o, pb_op(o, IR_OP_Gemm, 3, (int[]){a, b, c}, 1, &tb), "y");
+    a = pb_input(m, "a", TU_SHAPE(M, K));
+    b = pb_input(m, "b", TU_SHAPE(N, K));
+    c = pb_input(m, "c", TU_SHAPE(N));
     int bz = pad(m, slice(m, b, 1, (int64_t[]){0}, (int64_t[]){N - 1}, (int64_t[]){0}), 4,
                  (int64_t[]){0, 0, 1, 0});
-    output(m, op(m, IR_OP_Gemm, 3, (int[]){a, bz, c}, 1, &tb), "y");
+    pb_output(m, pb_op(m, IR_OP_Gemm, 3, (int[]){a, bz, c}, 1, &tb), "y");
     ir_graph *rep = corrected(o, m, NULL, NULL);
-    assert_int_equal(count_op(rep, IR_OP_Gemm), 2);
+    assert_int_equal(pb_count_op(rep, IR_OP_Gemm), 2);
     ir_graph_free(rep);
     ir_graph_free(o);
     ir_graph_free(m);
@@ -473,13 +412,13 @@ static void test_gemm(void **state) {
 static void test_unsupported_reshape(void **state) {
     (void)state;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(10));
-    output(o, RESHAPE(o, x, 2, 5), "y");
-    x = input(m, "x", TU_SHAPE(10));
+    int x = pb_input(o, "x", TU_SHAPE(10));
+    pb_output(o, RESHAPE(o, x, 2, 5), "y");
+    x = pb_input(m, "x", TU_SHAPE(10));
     int t = RESHAPE(m, x, 2, 5);
     int col = slice(m, t, 1, (int64_t[]){0}, (int64_t[]){1}, (int64_t[]){1});
     int add = pad(m, col, 4, (int64_t[]){0, 0, 0, 4});
-    output(m, op(m, IR_OP_Add, 2, (int[]){t, add}, 0, NULL), "y");
+    pb_output(m, pb_op(m, IR_OP_Add, 2, (int[]){t, add}, 0, NULL), "y");
     pet_result r;
     verify(o, m, &r);
     assert_int_equal(r.outputs[0].n_failed, 1);
@@ -504,15 +443,15 @@ static void test_equivalent_post(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 4, W = 5;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(1, C, H, W)), w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x, w, PADS1, NULL), "y");
-    x = input(m, "x", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = TRANSPOSE(m, x, 0, 1, 3, 2);
     t = TRANSPOSE(m, t, 0, 1, 3, 2);
     t = RESHAPE(m, t, C, H * W);
     t = RESHAPE(m, t, 1, C, H, W);
-    output(m, conv(m, t, w, PADS1, NULL), "y");
+    pb_output(m, conv(m, t, w, PADS1, NULL), "y");
     pet_result r;
     verify(o, m, &r);
     assert_true(r.equivalent);
@@ -522,8 +461,8 @@ static void test_equivalent_post(void **state) {
     ir_graph *rep = pet_correct(o, m, &r, &fused, &st, &d);
     if (!rep) fail_msg("pet_correct: %s", d.msg);
     assert_int_equal(fused, 0);
-    assert_int_equal(count_op(rep, IR_OP_PetPatch), 0);
-    assert_int_equal(count_op(rep, IR_OP_Transpose) + count_op(rep, IR_OP_Reshape), 0);
+    assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 0);
+    assert_int_equal(pb_count_op(rep, IR_OP_Transpose) + pb_count_op(rep, IR_OP_Reshape), 0);
     assert_int_equal(rep->n_nodes, 1);
     assert_true(float_error(o, rep, 3) < 1e-6);
     pet_result_free(&r);
@@ -561,7 +500,7 @@ static ir_graph *plant(const ir_graph *o, int k, const pet_box *B) {
         pads[r + i] = ys.dims[i] - B->hi[i];
     }
     int t = pad(m, slice(m, y, r, st, en, ax), 2 * r, pads);
-    int sum = op(m, IR_OP_Add, 2, (int[]){y, t}, 0, NULL);
+    int sum = pb_op(m, IR_OP_Add, 2, (int[]){y, t}, 0, NULL);
     m->values[sum].name = name;
     m->values[sum].flags |= IR_VF_OUTPUT;
     m->outputs[k] = sum;
@@ -594,23 +533,25 @@ static void plant_all(const ir_graph *o) {
 static void test_regions_layout(void **state) {
     (void)state;
     ir_graph *o = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(2, 4, 6, 8)), w = input(o, "w", TU_SHAPE(4, 4, 3, 3)),
-        b = input(o, "b", TU_SHAPE(4)), z = input(o, "z", TU_SHAPE(1, 4, 1, 1));
+    int x = pb_input(o, "x", TU_SHAPE(2, 4, 6, 8)), w = pb_input(o, "w", TU_SHAPE(4, 4, 3, 3)),
+        b = pb_input(o, "b", TU_SHAPE(4)), z = pb_input(o, "z", TU_SHAPE(1, 4, 1, 1));
     int t = TRANSPOSE(o, x, 0, 1, 3, 2); /* [2, 4, 8, 6] */
-    int s2 = op(o, IR_OP_Slice, 5, (int[]){t, INTS(o, 1), INTS(o, 8), INTS(o, 2), INTS(o, 2)}, 0,
-                NULL);                                      /* rows 1,3,5,7 */
+    int s2 = pb_op(o, IR_OP_Slice, 5,
+                   (int[]){t, PB_INTS(o, 1), PB_INTS(o, 8), PB_INTS(o, 2), PB_INTS(o, 2)}, 0,
+                   NULL);                                   /* rows 1,3,5,7 */
     t = pad(o, s2, 8, (int64_t[]){0, 0, 1, 0, 0, 0, 0, 1}); /* [2, 4, 5, 7] */
     int c = conv_full(o, t, w, b, PADS1, NULL, NULL, 1);
-    int mz = op(o, IR_OP_Mul, 2, (int[]){c, z}, 0, NULL);
+    int mz = pb_op(o, IR_OP_Mul, 2, (int[]){c, z}, 0, NULL);
     int cat = concat(o, 2, (int[]){mz, c}, 1); /* [2, 8, 5, 7] */
     int parts[2];
     split2(o, cat, 1, 3, 5, parts);
-    int rev =
-        op(o, IR_OP_Slice, 5,
-           (int[]){parts[0], INTS(o, -1), INTS(o, INT64_MIN), INTS(o, 3), INTS(o, -1)}, 0, NULL);
-    output(o, rev, "y1");
-    output(o, op(o, IR_OP_ReduceSum, 2, (int[]){parts[1], INTS(o, 3)}, 0, NULL), "y2");
-    output(o, RESHAPE(o, parts[1], 2, 5, 35), "y3");
+    int rev = pb_op(
+        o, IR_OP_Slice, 5,
+        (int[]){parts[0], PB_INTS(o, -1), PB_INTS(o, INT64_MIN), PB_INTS(o, 3), PB_INTS(o, -1)}, 0,
+        NULL);
+    pb_output(o, rev, "y1");
+    pb_output(o, pb_op(o, IR_OP_ReduceSum, 2, (int[]){parts[1], PB_INTS(o, 3)}, 0, NULL), "y2");
+    pb_output(o, RESHAPE(o, parts[1], 2, 5, 35), "y3");
     plant_all(o);
     ir_graph_free(o);
 }
@@ -620,18 +561,18 @@ static void test_regions_layout(void **state) {
 static void test_regions_compute(void **state) {
     (void)state;
     ir_graph *o = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(2, 3, 8, 8)), w = input(o, "w", TU_SHAPE(4, 5)),
-        v = input(o, "v", TU_SHAPE(5)), u = input(o, "u", TU_SHAPE(3, 1));
+    int x = pb_input(o, "x", TU_SHAPE(2, 3, 8, 8)), w = pb_input(o, "w", TU_SHAPE(4, 5)),
+        v = pb_input(o, "v", TU_SHAPE(5)), u = pb_input(o, "u", TU_SHAPE(3, 1));
     int64_t k3[2] = {3, 3};
     ir_attr ap[4] = {tu_attr_ints("kernel_shape", 2, k3), tu_attr_ints("strides", 2, STR2),
                      tu_attr_ints("pads", 4, PADS1), tu_attr_int("count_include_pad", 1)};
-    int p = op(o, IR_OP_AveragePool, 1, &x, 4, ap); /* [2, 3, 4, 4] */
+    int p = pb_op(o, IR_OP_AveragePool, 1, &x, 4, ap); /* [2, 3, 4, 4] */
     ir_attr kd = tu_attr_int("keepdims", 0);
-    int rm = op(o, IR_OP_ReduceMean, 2, (int[]){p, INTS(o, 2)}, 1, &kd); /* [2, 3, 4] */
-    int mm = op(o, IR_OP_MatMul, 2, (int[]){rm, w}, 0, NULL);            /* [2, 3, 5] */
-    int sm = op(o, IR_OP_Sum, 3, (int[]){mm, v, u}, 0, NULL);
-    output(o, op(o, IR_OP_Neg, 1, &sm, 0, NULL), "y1");
-    output(o, op(o, IR_OP_GlobalAveragePool, 1, &p, 0, NULL), "y2");
+    int rm = pb_op(o, IR_OP_ReduceMean, 2, (int[]){p, PB_INTS(o, 2)}, 1, &kd); /* [2, 3, 4] */
+    int mm = pb_op(o, IR_OP_MatMul, 2, (int[]){rm, w}, 0, NULL);               /* [2, 3, 5] */
+    int sm = pb_op(o, IR_OP_Sum, 3, (int[]){mm, v, u}, 0, NULL);
+    pb_output(o, pb_op(o, IR_OP_Neg, 1, &sm, 0, NULL), "y1");
+    pb_output(o, pb_op(o, IR_OP_GlobalAveragePool, 1, &p, 0, NULL), "y2");
     plant_all(o);
     ir_graph_free(o);
 }

@@ -20,6 +20,8 @@
  *    judge callback. */
 #include "test-util.h"
 
+#include "pet-build.h"
+
 #include "pet-gen.h"
 #include "pet.h"
 
@@ -32,34 +34,10 @@ static int input(ir_graph *g, const char *name, ir_shape s, bool weight) {
     return v;
 }
 
-/* attrs' int arrays are copied into g's arena (nodes keep pointers to them). */
-static int op(ir_graph *g, ir_op_kind k, int n_in, const int *in, int n_attrs,
-              const ir_attr *attrs_in) {
-    ir_attr attrs[8];
-    assert_true(n_attrs <= 8);
-    for (int i = 0; i < n_attrs; i++) {
-        attrs[i] = attrs_in[i];
-        if (attrs[i].type == IR_ATTR_INTS) {
-            attrs[i].ints = ir_graph_alloc(g, sizeof(int64_t) * (size_t)attrs[i].n);
-            memcpy(attrs[i].ints, attrs_in[i].ints, sizeof(int64_t) * (size_t)attrs[i].n);
-        }
-    }
-    char nm[32];
-    snprintf(nm, sizeof nm, "%s_%d", ir_op_name(k), g->n_nodes);
-    int out;
-    tu_add_node1(g, k, nm, n_in, in, n_attrs, attrs, &out);
-    return out;
-}
-
 static int conv(ir_graph *g, int x, int w, int b, int64_t pad, int64_t dil) {
     int64_t pads[4] = {pad, pad, pad, pad}, d[2] = {dil, dil};
     ir_attr at[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("dilations", 2, d)};
-    return op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, 2, at);
-}
-
-static void output(ir_graph *g, int v, const char *name) {
-    g->values[v].name = ir_graph_strdup(g, name);
-    ir_graph_add_output(g, v);
+    return pb_op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, 2, at);
 }
 
 static ir_graph *load_fixture(const char *rel, const char *batch_dim) {
@@ -122,12 +100,6 @@ static int find_op(const ir_graph *g, ir_op_kind k) {
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == k) return i;
     return -1;
-}
-
-static int count_op(const ir_graph *g, ir_op_kind k) {
-    int n = 0;
-    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == k;
-    return n;
 }
 
 /* ---------------------------------------------------------------- invariants of mutants */
@@ -366,20 +338,20 @@ static void test_split_convex_and_groups(void **state) {
     int x = input(g, "x", TU_SHAPE(1, 4, 6, 6), false),
         w = input(g, "w", TU_SHAPE(4, 4, 3, 3), true);
     int y = conv(g, x, w, -1, 1, 1);
-    int m = op(g, IR_OP_GlobalAveragePool, 1, &y, 0, NULL);
-    int sg = op(g, IR_OP_Sigmoid, 1, &m, 0, NULL);
-    int gated = op(g, IR_OP_Mul, 2, (int[]){y, sg}, 0, NULL);
+    int m = pb_op(g, IR_OP_GlobalAveragePool, 1, &y, 0, NULL);
+    int sg = pb_op(g, IR_OP_Sigmoid, 1, &m, 0, NULL);
+    int gated = pb_op(g, IR_OP_Mul, 2, (int[]){y, sg}, 0, NULL);
     int w2 = input(g, "w2", TU_SHAPE(4, 4, 3, 3), true);
-    int r = op(g, IR_OP_Relu, 1, &gated, 0, NULL);
+    int r = pb_op(g, IR_OP_Relu, 1, &gated, 0, NULL);
     int c1 = conv(g, r, w2, -1, 1, 1);
-    int r1 = op(g, IR_OP_Relu, 1, &c1, 0, NULL);
+    int r1 = pb_op(g, IR_OP_Relu, 1, &c1, 0, NULL);
     int c2 = conv(g, r1, w2, -1, 1, 1);
-    int r2 = op(g, IR_OP_Relu, 1, &c2, 0, NULL);
+    int r2 = pb_op(g, IR_OP_Relu, 1, &c2, 0, NULL);
     int wa = input(g, "wa", TU_SHAPE(3, 4, 1, 1), true),
         wb = input(g, "wb", TU_SHAPE(5, 4, 1, 1), true);
     int pa = conv(g, r2, wa, -1, 0, 1), pb = conv(g, r2, wb, -1, 0, 1);
-    output(g, op(g, IR_OP_Relu, 1, &pa, 0, NULL), "oa");
-    output(g, op(g, IR_OP_Relu, 1, &pb, 0, NULL), "ob");
+    pb_output(g, pb_op(g, IR_OP_Relu, 1, &pa, 0, NULL), "oa");
+    pb_output(g, pb_op(g, IR_OP_Relu, 1, &pb, 0, NULL), "ob");
     pet_split *s = split(g);
     int conv_node = g->values[y].producer, mul_node = g->values[gated].producer;
     int c1n = g->values[c1].producer, c2n = g->values[c2].producer;
@@ -411,7 +383,7 @@ static void test_gen_figure1(void **state) {
     ir_graph *g = ir_graph_new();
     int x = input(g, "x", TU_SHAPE(2, C, H, W), false),
         w = input(g, "w", TU_SHAPE(C, C, 3, 3), true);
-    output(g, conv(g, x, w, -1, 1, 1), "y");
+    pb_output(g, conv(g, x, w, -1, 1, 1), "y");
     pet_mutant_list l = generate(g, 3);
     check_mutants(g, &l);
     assert_true(count_class(&l, PET_MC_BATCH_TO_WIDTH) > 0);
@@ -450,7 +422,7 @@ static void test_gen_figure3(void **state) {
     ir_graph *g = ir_graph_new();
     int x = input(g, "x", TU_SHAPE(1, C, H, W), false),
         w = input(g, "w", TU_SHAPE(C, C, 3, 3), true);
-    output(g, conv(g, x, w, -1, 2, 2), "y");
+    pb_output(g, conv(g, x, w, -1, 2, 2), "y");
     pet_mutant_list l = generate(g, 3);
     check_mutants(g, &l);
     assert_true(count_class(&l, PET_MC_DILATED_TO_REGULAR) > 0);
@@ -486,14 +458,14 @@ static void test_gen_merged_parallel(void **state) {
                 b1 = input(g, "b1", TU_SHAPE(6), true);
             int w2 = input(g, "w2", TU_SHAPE(5, 4, 1, 1), true),
                 b2 = input(g, "b2", TU_SHAPE(5), true);
-            output(g, conv(g, x, w1, b1, 0, 1), "y1");
-            output(g, conv(g, x, w2, b2, 0, 1), "y2");
+            pb_output(g, conv(g, x, w1, b1, 0, 1), "y1");
+            pb_output(g, conv(g, x, w2, b2, 0, 1), "y2");
         } else {
             int a = input(g, "a", TU_SHAPE(2, 8, 16), false);
             int b1 = input(g, "b1", TU_SHAPE(16, 12), true),
                 b2 = input(g, "b2", TU_SHAPE(16, 10), true);
-            output(g, op(g, IR_OP_MatMul, 2, (int[]){a, b1}, 0, NULL), "y1");
-            output(g, op(g, IR_OP_MatMul, 2, (int[]){a, b2}, 0, NULL), "y2");
+            pb_output(g, pb_op(g, IR_OP_MatMul, 2, (int[]){a, b1}, 0, NULL), "y1");
+            pb_output(g, pb_op(g, IR_OP_MatMul, 2, (int[]){a, b2}, 0, NULL), "y2");
         }
         pet_mutant_list l = generate(g, 3);
         check_mutants(g, &l);
@@ -503,7 +475,7 @@ static void test_gen_merged_parallel(void **state) {
         for (int i = 0; i < l.n; i++) {
             const ir_graph *m = l.items[i].graph;
             if (l.items[i].cls != PET_MC_MERGED_PARALLEL) continue;
-            assert_int_equal(count_op(m, k), 1);
+            assert_int_equal(pb_count_op(m, k), 1);
             pet_result r = verify(g, m);
             if (r.equivalent) {
                 equivalent++;
@@ -535,7 +507,7 @@ static void test_gen_matmul_transpose(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
     int a = input(g, "a", TU_SHAPE(8, 16), false), b = input(g, "b", TU_SHAPE(16, 12), true);
-    output(g, op(g, IR_OP_MatMul, 2, (int[]){a, b}, 0, NULL), "y");
+    pb_output(g, pb_op(g, IR_OP_MatMul, 2, (int[]){a, b}, 0, NULL), "y");
     pet_mutant_list l = generate(g, 4);
     check_mutants(g, &l);
     assert_true(count_class(&l, PET_MC_MATMUL_TRANSPOSE) > 0);
@@ -544,7 +516,7 @@ static void test_gen_matmul_transpose(void **state) {
     for (int i = 0; i < l.n; i++) {
         const ir_graph *m = l.items[i].graph;
         int mm = find_op(m, IR_OP_MatMul);
-        if (l.items[i].cls != PET_MC_MATMUL_TRANSPOSE || count_op(m, IR_OP_Transpose) != 3)
+        if (l.items[i].cls != PET_MC_MATMUL_TRANSPOSE || pb_count_op(m, IR_OP_Transpose) != 3)
             continue;
         /* the product reads B^T [12, 16] on the left */
         if (m->values[m->nodes[mm].in[0]].shape.dims[0] != 12) continue;
@@ -567,7 +539,7 @@ static void test_gen_pruning(void **state) {
     int x = input(g, "x", TU_SHAPE(2, 4, 6, 6), false),
         w = input(g, "w", TU_SHAPE(4, 4, 3, 3), true);
     int y = conv(g, x, w, -1, 1, 1);
-    output(g, op(g, IR_OP_Add, 2, (int[]){y, x}, 0, NULL), "z");
+    pb_output(g, pb_op(g, IR_OP_Add, 2, (int[]){y, x}, 0, NULL), "z");
     double t0 = tu_now();
     pet_mutant_list l = generate(g, 4);
     double dt = tu_now() - t0;
@@ -612,21 +584,6 @@ static void test_gen_pruning(void **state) {
 
 /* ---------------------------------------------------------------- labels and hash */
 
-static int reshape_to(ir_graph *g, int x, int rank, const int64_t *dims) {
-    ir_shape s = ir_shape_make(1, (int64_t[]){rank});
-    int v = ir_graph_add_value(g, "shape", IR_I64, &s);
-    ir_blob *b = ir_blob_new(sizeof(int64_t) * (size_t)rank);
-    memcpy(ir_blob_data(b), dims, sizeof(int64_t) * (size_t)rank);
-    g->values[v].blob = b;
-    g->values[v].flags |= IR_VF_CONST;
-    return op(g, IR_OP_Reshape, 2, (int[]){x, v}, 0, NULL);
-}
-
-static int transpose(ir_graph *g, int x, int rank, const int64_t *perm) {
-    return op(g, IR_OP_Transpose, 1, &x, 1,
-              (ir_attr[]){tu_attr_ints("perm", rank, (int64_t *)perm)});
-}
-
 /* Hand-built mutants get the labels of the rules in pet-gen.h. */
 static void test_classify(void **state) {
     (void)state;
@@ -634,28 +591,29 @@ static void test_classify(void **state) {
     ir_graph *o = ir_graph_new();
     int x = input(o, "x", TU_SHAPE(2, 3, 4, 4), false),
         w = input(o, "w", TU_SHAPE(3, 3, 3, 3), true);
-    output(o, conv(o, x, w, -1, 1, 1), "y");
+    pb_output(o, conv(o, x, w, -1, 1, 1), "y");
     ir_graph *m = ir_graph_new();
     x = input(m, "x", TU_SHAPE(2, 3, 4, 4), false), w = input(m, "w", TU_SHAPE(3, 3, 3, 3), true);
-    int t = transpose(m, x, 4, (int64_t[]){1, 0, 2, 3});
-    t = reshape_to(m, t, 4, (int64_t[]){1, 3, 8, 4});
+    int t = pb_transpose(m, x, 4, (int64_t[]){1, 0, 2, 3});
+    t = pb_reshape(m, t, 4, (int64_t[]){1, 3, 8, 4});
     t = conv(m, t, w, -1, 1, 1);
-    t = reshape_to(m, t, 4, (int64_t[]){3, 2, 4, 4});
-    output(m, transpose(m, t, 4, (int64_t[]){1, 0, 2, 3}), "y");
+    t = pb_reshape(m, t, 4, (int64_t[]){3, 2, 4, 4});
+    pb_output(m, pb_transpose(m, t, 4, (int64_t[]){1, 0, 2, 3}), "y");
     assert_int_equal(pet_mutant_classify(o, m), PET_MC_BATCH_TO_HEIGHT);
     /* the same data layout with the conv on the original input is only "layout" */
     ir_graph *m2 = ir_graph_new();
     x = input(m2, "x", TU_SHAPE(2, 3, 4, 4), false), w = input(m2, "w", TU_SHAPE(3, 3, 3, 3), true);
     t = conv(m2, x, w, -1, 1, 1);
-    output(m2,
-           transpose(m2, transpose(m2, t, 4, (int64_t[]){0, 1, 3, 2}), 4, (int64_t[]){0, 1, 3, 2}),
-           "y");
+    pb_output(m2,
+              pb_transpose(m2, pb_transpose(m2, t, 4, (int64_t[]){0, 1, 3, 2}), 4,
+                           (int64_t[]){0, 1, 3, 2}),
+              "y");
     assert_int_equal(pet_mutant_classify(o, m2), PET_MC_LAYOUT);
     ir_graph_free(m2);
     /* a conv by itself, changed in its pads only: other */
     m2 = ir_graph_new();
     x = input(m2, "x", TU_SHAPE(2, 3, 4, 4), false), w = input(m2, "w", TU_SHAPE(3, 3, 3, 3), true);
-    output(m2, conv(m2, x, w, -1, 0, 1), "y");
+    pb_output(m2, conv(m2, x, w, -1, 0, 1), "y");
     assert_int_equal(pet_mutant_classify(o, m2), PET_MC_OTHER);
     assert_true(pet_gen_graph_hash(o) != pet_gen_graph_hash(m2));
     ir_graph_free(m2);
@@ -664,10 +622,10 @@ static void test_classify(void **state) {
     m2 = ir_graph_new();
     x = input(m2, "x", TU_SHAPE(2, 3, 4, 4), false), w = input(m2, "w", TU_SHAPE(3, 3, 3, 3), true);
     int64_t pads[4] = {1, 1, 1, 1}, s1[2] = {1, 1};
-    output(m2,
-           op(m2, IR_OP_Conv, 2, (int[]){x, w}, 2,
-              (ir_attr[]){tu_attr_ints("strides", 2, s1), tu_attr_ints("pads", 4, pads)}),
-           "y");
+    pb_output(m2,
+              pb_op(m2, IR_OP_Conv, 2, (int[]){x, w}, 2,
+                    (ir_attr[]){tu_attr_ints("strides", 2, s1), tu_attr_ints("pads", 4, pads)}),
+              "y");
     assert_true(pet_gen_graph_hash(o) == pet_gen_graph_hash(m2));
     m2->nodes[0].name = "renamed";
     assert_true(pet_gen_graph_hash(o) == pet_gen_graph_hash(m2));

@@ -18,72 +18,18 @@
  *    threads and whole-tensor evaluation agree, mismatched programs are refused. */
 #include "test-util.h"
 
+#include "pet-build.h"
+
 #include "pet.h"
 #include "rt.h"
 
 /* ---------------------------------------------------------------- building programs */
 
-static int input(ir_graph *g, const char *name, ir_shape s) {
-    int v = ir_graph_add_value(g, name, IR_F32, &s);
-    ir_graph_add_input(g, v);
-    return v;
-}
-
-static int ints_const(ir_graph *g, const char *name, int n, const int64_t *vals) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "%s.%d", name, g->n_values);
-    ir_shape s = ir_shape_make(1, (int64_t[]){n});
-    int v = ir_graph_add_value(g, nm, IR_I64, &s);
-    ir_blob *b = ir_blob_new(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (n) memcpy(ir_blob_data(b), vals, sizeof(int64_t) * (size_t)n);
-    g->values[v].blob = b;
-    g->values[v].flags |= IR_VF_CONST;
-    return v;
-}
-
-/* attrs' int arrays are copied into g's arena (nodes keep pointers to them). */
-static int op(ir_graph *g, ir_op_kind k, int n_in, const int *in, int n_attrs,
-              const ir_attr *attrs_in) {
-    ir_attr attrs[8];
-    assert_true(n_attrs <= 8);
-    for (int i = 0; i < n_attrs; i++) {
-        attrs[i] = attrs_in[i];
-        if (attrs[i].type == IR_ATTR_INTS) {
-            attrs[i].ints = ir_graph_alloc(g, sizeof(int64_t) * (size_t)attrs[i].n);
-            memcpy(attrs[i].ints, attrs_in[i].ints, sizeof(int64_t) * (size_t)attrs[i].n);
-        }
-    }
-    char nm[32];
-    snprintf(nm, sizeof nm, "%s_%d", ir_op_name(k), g->n_nodes);
-    int out;
-    tu_add_node1(g, k, nm, n_in, in, n_attrs, attrs, &out);
-    return out;
-}
-
-static int reshape(ir_graph *g, int x, int rank, const int64_t *dims) {
-    int s = ints_const(g, "shape", rank, dims);
-    return op(g, IR_OP_Reshape, 2, (int[]){x, s}, 0, NULL);
-}
-#define RESHAPE(g, x, ...)                                                                         \
-    reshape(g, x, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
-
-static int transpose(ir_graph *g, int x, int rank, int64_t *perm) {
-    return op(g, IR_OP_Transpose, 1, &x, 1, (ir_attr[]){tu_attr_ints("perm", rank, perm)});
-}
-#define TRANSPOSE(g, x, ...)                                                                       \
-    transpose(g, x, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
-
 static int64_t PADS1[4] = {1, 1, 1, 1}, PADS2[4] = {2, 2, 2, 2}, DIL2[2] = {2, 2};
 
 static int conv(ir_graph *g, int x, int w, int64_t *pads, int64_t *dil) {
     ir_attr at[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("dilations", 2, dil)};
-    return op(g, IR_OP_Conv, 2, (int[]){x, w}, dil ? 2 : 1, at);
-}
-
-/* Renames value v to name and makes it a graph output. */
-static void output(ir_graph *g, int v, const char *name) {
-    g->values[v].name = ir_graph_strdup(g, name);
-    ir_graph_add_output(g, v);
+    return pb_op(g, IR_OP_Conv, 2, (int[]){x, w}, dil ? 2 : 1, at);
 }
 
 static pet_splits *boxes(const ir_graph *g, pet_prog **pp) {
@@ -121,9 +67,9 @@ static void test_boxes_figure4(void **state) {
     (void)state;
     const int64_t H = 7, W = 9;
     ir_graph *g = ir_graph_new();
-    int x = input(g, "x", TU_SHAPE(1, 3, H, W)), w = input(g, "w", TU_SHAPE(4, 3, 3, 3));
+    int x = pb_input(g, "x", TU_SHAPE(1, 3, H, W)), w = pb_input(g, "w", TU_SHAPE(4, 3, 3, 3));
     int y = conv(g, x, w, PADS1, NULL);
-    output(g, y, "y");
+    pb_output(g, y, "y");
     pet_prog *p;
     pet_splits *s = boxes(g, &p);
     const pet_splits *sy = &s[pet_prog_value_of(p, y)];
@@ -156,13 +102,13 @@ static void test_boxes_figure4(void **state) {
 static void test_boxes_strided_dilated(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
-    int x = input(g, "x", TU_SHAPE(1, 2, 8, 8)), w = input(g, "w", TU_SHAPE(2, 2, 3, 3));
+    int x = pb_input(g, "x", TU_SHAPE(1, 2, 8, 8)), w = pb_input(g, "w", TU_SHAPE(2, 2, 3, 3));
     int64_t s2[2] = {2, 2};
-    int ys = op(g, IR_OP_Conv, 2, (int[]){x, w}, 2,
-                (ir_attr[]){tu_attr_ints("pads", 4, PADS1), tu_attr_ints("strides", 2, s2)});
+    int ys = pb_op(g, IR_OP_Conv, 2, (int[]){x, w}, 2,
+                   (ir_attr[]){tu_attr_ints("pads", 4, PADS1), tu_attr_ints("strides", 2, s2)});
     int yd = conv(g, x, w, PADS2, DIL2);
-    output(g, ys, "ys");
-    output(g, yd, "yd");
+    pb_output(g, ys, "ys");
+    pb_output(g, yd, "yd");
     pet_prog *p;
     pet_splits *s = boxes(g, &p);
     EXPECT_POINTS(p, s, ys, 2, 1);
@@ -178,31 +124,30 @@ static void test_boxes_strided_dilated(void **state) {
 static void test_boxes_layout(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
-    int a = input(g, "a", TU_SHAPE(1, 2, 4, 2)), b = input(g, "b", TU_SHAPE(1, 2, 4, 3)),
-        c = input(g, "c", TU_SHAPE(1, 2, 4, 3)), w = input(g, "w", TU_SHAPE(2, 2, 3, 3));
-    int cat = op(g, IR_OP_Concat, 3, (int[]){a, b, c}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
+    int a = pb_input(g, "a", TU_SHAPE(1, 2, 4, 2)), b = pb_input(g, "b", TU_SHAPE(1, 2, 4, 3)),
+        c = pb_input(g, "c", TU_SHAPE(1, 2, 4, 3)), w = pb_input(g, "w", TU_SHAPE(2, 2, 3, 3));
+    int cat = pb_op(g, IR_OP_Concat, 3, (int[]){a, b, c}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
     int y = conv(g, cat, w, PADS1, NULL); /* width 8, parts at 2 and 5 */
-    int sp = ints_const(g, "split", 2, (int64_t[]){4, 4});
+    int sp = pb_ints(g, 2, (int64_t[]){4, 4});
     int parts[2];
     tu_add_node(g, IR_OP_Split, "split", 2, (int[]){cat, sp}, 2, parts, 1,
                 (ir_attr[]){tu_attr_int("axis", 3)});
-    int st = ints_const(g, "st", 1, (int64_t[]){1}), en = ints_const(g, "en", 1, (int64_t[]){8}),
-        ax = ints_const(g, "ax", 1, (int64_t[]){3}), stp = ints_const(g, "stp", 1, (int64_t[]){2});
-    int sl = op(g, IR_OP_Slice, 5, (int[]){cat, st, en, ax, stp}, 0, NULL); /* 1,3,5,7 */
-    int st2 = ints_const(g, "st2", 1, (int64_t[]){7}),
-        en2 = ints_const(g, "en2", 1, (int64_t[]){INT64_MIN}),
-        stp2 = ints_const(g, "stp2", 1, (int64_t[]){-2});
-    int sl2 = op(g, IR_OP_Slice, 5, (int[]){cat, st2, en2, ax, stp2}, 0, NULL); /* 7,5,3,1 */
+    int st = pb_ints(g, 1, (int64_t[]){1}), en = pb_ints(g, 1, (int64_t[]){8}),
+        ax = pb_ints(g, 1, (int64_t[]){3}), stp = pb_ints(g, 1, (int64_t[]){2});
+    int sl = pb_op(g, IR_OP_Slice, 5, (int[]){cat, st, en, ax, stp}, 0, NULL); /* 1,3,5,7 */
+    int st2 = pb_ints(g, 1, (int64_t[]){7}), en2 = pb_ints(g, 1, (int64_t[]){INT64_MIN}),
+        stp2 = pb_ints(g, 1, (int64_t[]){-2});
+    int sl2 = pb_op(g, IR_OP_Slice, 5, (int[]){cat, st2, en2, ax, stp2}, 0, NULL); /* 7,5,3,1 */
     int tr = TRANSPOSE(g, cat, 0, 3, 1, 2);
-    int pads = ints_const(g, "pads", 8, (int64_t[]){0, 0, 1, 2, 0, 0, 0, 1});
-    int pd = op(g, IR_OP_Pad, 2, (int[]){cat, pads}, 0, NULL); /* H 4 -> 5, W 8 -> 11 */
-    output(g, y, "y");
-    output(g, parts[0], "p0");
-    output(g, parts[1], "p1");
-    output(g, sl, "sl");
-    output(g, sl2, "sl2");
-    output(g, tr, "tr");
-    output(g, pd, "pd");
+    int pads = pb_ints(g, 8, (int64_t[]){0, 0, 1, 2, 0, 0, 0, 1});
+    int pd = pb_op(g, IR_OP_Pad, 2, (int[]){cat, pads}, 0, NULL); /* H 4 -> 5, W 8 -> 11 */
+    pb_output(g, y, "y");
+    pb_output(g, parts[0], "p0");
+    pb_output(g, parts[1], "p1");
+    pb_output(g, sl, "sl");
+    pb_output(g, sl2, "sl2");
+    pb_output(g, tr, "tr");
+    pb_output(g, pd, "pd");
     pet_prog *p;
     pet_splits *s = boxes(g, &p);
     EXPECT_POINTS(p, s, cat, 3, 2, 5);
@@ -230,27 +175,27 @@ static void test_boxes_layout(void **state) {
 static void test_boxes_reshape_matmul(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
-    int x = input(g, "x", TU_SHAPE(2, 1, 5)), e = input(g, "e", TU_SHAPE(3, 5)),
-        f = input(g, "f", TU_SHAPE(3, 4)), k = input(g, "k", TU_SHAPE(2, 4)),
-        b = input(g, "b", TU_SHAPE(4, 6)), b2 = input(g, "b2", TU_SHAPE(4, 6)),
-        a8 = input(g, "a8", TU_SHAPE(3, 8));
+    int x = pb_input(g, "x", TU_SHAPE(2, 1, 5)), e = pb_input(g, "e", TU_SHAPE(3, 5)),
+        f = pb_input(g, "f", TU_SHAPE(3, 4)), k = pb_input(g, "k", TU_SHAPE(2, 4)),
+        b = pb_input(g, "b", TU_SHAPE(4, 6)), b2 = pb_input(g, "b2", TU_SHAPE(4, 6)),
+        a8 = pb_input(g, "a8", TU_SHAPE(3, 8));
     int m = RESHAPE(g, x, 10);
     int xe = RESHAPE(g, m, 2, 5);
-    int pads = ints_const(g, "pads", 2, (int64_t[]){1, 0});
-    int mp = op(g, IR_OP_Pad, 2, (int[]){m, pads}, 0, NULL); /* 11 long */
+    int pads = pb_ints(g, 2, (int64_t[]){1, 0});
+    int mp = pb_op(g, IR_OP_Pad, 2, (int[]){m, pads}, 0, NULL); /* 11 long */
     int e15 = RESHAPE(g, e, 15);
-    int cat = op(g, IR_OP_Concat, 2, (int[]){mp, e15}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
+    int cat = pb_op(g, IR_OP_Concat, 2, (int[]){mp, e15}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
     int sq = RESHAPE(g, cat, 2, 13);
-    int fa = op(g, IR_OP_Concat, 2, (int[]){f, k}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
+    int fa = pb_op(g, IR_OP_Concat, 2, (int[]){f, k}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
     int fl = RESHAPE(g, fa, 20);
-    int mm = op(g, IR_OP_MatMul, 2, (int[]){fa, b}, 0, NULL);
-    int bt = op(g, IR_OP_Concat, 2, (int[]){b, b2}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
-    int mk = op(g, IR_OP_MatMul, 2, (int[]){a8, bt}, 0, NULL);
-    output(g, xe, "xe");
-    output(g, sq, "sq");
-    output(g, fl, "fl");
-    output(g, mm, "mm");
-    output(g, mk, "mk");
+    int mm = pb_op(g, IR_OP_MatMul, 2, (int[]){fa, b}, 0, NULL);
+    int bt = pb_op(g, IR_OP_Concat, 2, (int[]){b, b2}, 1, (ir_attr[]){tu_attr_int("axis", 0)});
+    int mk = pb_op(g, IR_OP_MatMul, 2, (int[]){a8, bt}, 0, NULL);
+    pb_output(g, xe, "xe");
+    pb_output(g, sq, "sq");
+    pb_output(g, fl, "fl");
+    pb_output(g, mm, "mm");
+    pb_output(g, mk, "mk");
     pet_prog *p;
     pet_splits *s = boxes(g, &p);
     EXPECT_POINTS(p, s, m, 0, 5);
@@ -411,17 +356,17 @@ static void check_correction_float(const ir_graph *o, const ir_graph *m, const p
 static void figure1_reshape(int64_t C, int64_t M, int64_t H, int64_t W, ir_graph **og,
                             ir_graph **mg) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(2, C, H, W)), w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x, w, PADS1, NULL), "y");
-    x = input(m, "x", TU_SHAPE(2, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x = pb_input(o, "x", TU_SHAPE(2, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(2, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = RESHAPE(m, x, 1, 2, C, H, W);
     t = TRANSPOSE(m, t, 0, 2, 3, 1, 4); /* [1, C, H, 2, W] */
     t = RESHAPE(m, t, 1, C, H, 2 * W);
     t = conv(m, t, w, PADS1, NULL);
     t = RESHAPE(m, t, 1, M, H, 2, W);
     t = TRANSPOSE(m, t, 0, 3, 1, 2, 4); /* [1, 2, M, H, W] */
-    output(m, RESHAPE(m, t, 2, M, H, W), "y");
+    pb_output(m, RESHAPE(m, t, 2, M, H, W), "y");
     *og = o;
     *mg = m;
 }
@@ -470,20 +415,20 @@ static void test_figure1_concat(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 5, W = 6;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x1 = input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = input(o, "x2", TU_SHAPE(1, C, H, W)),
-        w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x1, w, PADS1, NULL), "y1");
-    output(o, conv(o, x2, w, PADS1, NULL), "y2");
-    x1 = input(m, "x1", TU_SHAPE(1, C, H, W));
-    x2 = input(m, "x2", TU_SHAPE(1, C, H, W));
-    w = input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int cat = op(m, IR_OP_Concat, 2, (int[]){x1, x2}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
+    int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
+        w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x1, w, PADS1, NULL), "y1");
+    pb_output(o, conv(o, x2, w, PADS1, NULL), "y2");
+    x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
+    x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int cat = pb_op(m, IR_OP_Concat, 2, (int[]){x1, x2}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
     int y = conv(m, cat, w, PADS1, NULL);
-    int sp = ints_const(m, "split", 2, (int64_t[]){W, W}), parts[2];
+    int sp = pb_ints(m, 2, (int64_t[]){W, W}), parts[2];
     tu_add_node(m, IR_OP_Split, "split", 2, (int[]){y, sp}, 2, parts, 1,
                 (ir_attr[]){tu_attr_int("axis", 3)});
-    output(m, parts[1], "y2"); /* outputs matched by name, not by position */
-    output(m, parts[0], "y1");
+    pb_output(m, parts[1], "y2"); /* outputs matched by name, not by position */
+    pb_output(m, parts[0], "y1");
     pet_result r;
     pet_options opt = {.seed = 5, .tests = 3, .threads = 1};
     verify(o, m, &opt, &r);
@@ -518,7 +463,7 @@ static void test_figure1_concat(void **state) {
  * the seam between the phases where the dilated one reads padding. */
 static ir_graph *figure3_mutant(int64_t C, int64_t M, int64_t H, int64_t W, bool batch) {
     ir_graph *m = ir_graph_new();
-    int x = input(m, "x", TU_SHAPE(1, C, H, W)), w = input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = RESHAPE(m, x, 1, C, H / 2, 2, W / 2, 2); /* (c, h', a, w', b) */
     if (batch) {
         t = TRANSPOSE(m, t, 0, 3, 5, 1, 2, 4); /* [1, a, b, C, h', w'] */
@@ -533,7 +478,7 @@ static ir_graph *figure3_mutant(int64_t C, int64_t M, int64_t H, int64_t W, bool
         t = RESHAPE(m, t, 1, M, 2, H / 2, 2, W / 2);
         t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, M, h', a, w', b] */
     }
-    output(m, RESHAPE(m, t, 1, M, H, W), "y");
+    pb_output(m, RESHAPE(m, t, 1, M, H, W), "y");
     return m;
 }
 
@@ -541,8 +486,8 @@ static void test_figure3(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 8, W = 6;
     ir_graph *o = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(1, C, H, W)), w = input(o, "w", TU_SHAPE(M, C, 3, 3));
-    output(o, conv(o, x, w, PADS2, DIL2), "y");
+    int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS2, DIL2), "y");
     ir_graph *mb = figure3_mutant(C, M, H, W, true), *mp = figure3_mutant(C, M, H, W, false);
     pet_result r;
     pet_options opt = {.seed = 9};
@@ -579,8 +524,8 @@ static void test_figure3(void **state) {
 
 static ir_graph *planted_original(int64_t C, int64_t H, int64_t W) {
     ir_graph *o = ir_graph_new();
-    int x = input(o, "x", TU_SHAPE(1, C, H, W)), w = input(o, "w", TU_SHAPE(C, C, 3, 3));
-    output(o, conv(o, x, w, PADS1, NULL), "y");
+    int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(C, C, 3, 3));
+    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
     return o;
 }
 
@@ -588,28 +533,26 @@ static ir_graph *planted_original(int64_t C, int64_t H, int64_t W) {
 static ir_graph *planted_one_box(int64_t C, int64_t H, int64_t W, int64_t h0, int64_t h1,
                                  int64_t w0, int64_t w1) {
     ir_graph *m = ir_graph_new();
-    int x = input(m, "x", TU_SHAPE(1, C, H, W)), w = input(m, "w", TU_SHAPE(C, C, 3, 3));
+    int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(C, C, 3, 3));
     int y = conv(m, x, w, PADS1, NULL);
-    int st = ints_const(m, "st", 2, (int64_t[]){h0, w0}),
-        en = ints_const(m, "en", 2, (int64_t[]){h1, w1}),
-        ax = ints_const(m, "ax", 2, (int64_t[]){2, 3});
-    int sl = op(m, IR_OP_Slice, 4, (int[]){x, st, en, ax}, 0, NULL);
-    int pads = ints_const(m, "pads", 8, (int64_t[]){0, 0, h0, w0, 0, 0, H - h1, W - w1});
-    int pd = op(m, IR_OP_Pad, 2, (int[]){sl, pads}, 0, NULL);
-    output(m, op(m, IR_OP_Add, 2, (int[]){y, pd}, 0, NULL), "y");
+    int st = pb_ints(m, 2, (int64_t[]){h0, w0}), en = pb_ints(m, 2, (int64_t[]){h1, w1}),
+        ax = pb_ints(m, 2, (int64_t[]){2, 3});
+    int sl = pb_op(m, IR_OP_Slice, 4, (int[]){x, st, en, ax}, 0, NULL);
+    int pads = pb_ints(m, 8, (int64_t[]){0, 0, h0, w0, 0, 0, H - h1, W - w1});
+    int pd = pb_op(m, IR_OP_Pad, 2, (int[]){sl, pads}, 0, NULL);
+    pb_output(m, pb_op(m, IR_OP_Add, 2, (int[]){y, pd}, 0, NULL), "y");
     return m;
 }
 
 /* conv(x, w flipped in both spatial dims): differs everywhere. */
 static ir_graph *planted_everywhere(int64_t C, int64_t H, int64_t W) {
     ir_graph *m = ir_graph_new();
-    int x = input(m, "x", TU_SHAPE(1, C, H, W)), w = input(m, "w", TU_SHAPE(C, C, 3, 3));
-    int st = ints_const(m, "st", 2, (int64_t[]){2, 2}),
-        en = ints_const(m, "en", 2, (int64_t[]){INT64_MIN, INT64_MIN}),
-        ax = ints_const(m, "ax", 2, (int64_t[]){2, 3}),
-        sp = ints_const(m, "sp", 2, (int64_t[]){-1, -1});
-    int wf = op(m, IR_OP_Slice, 5, (int[]){w, st, en, ax, sp}, 0, NULL);
-    output(m, conv(m, x, wf, PADS1, NULL), "y");
+    int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(C, C, 3, 3));
+    int st = pb_ints(m, 2, (int64_t[]){2, 2}),
+        en = pb_ints(m, 2, (int64_t[]){INT64_MIN, INT64_MIN}),
+        ax = pb_ints(m, 2, (int64_t[]){2, 3}), sp = pb_ints(m, 2, (int64_t[]){-1, -1});
+    int wf = pb_op(m, IR_OP_Slice, 5, (int[]){w, st, en, ax, sp}, 0, NULL);
+    pb_output(m, conv(m, x, wf, PADS1, NULL), "y");
     return m;
 }
 
@@ -704,26 +647,26 @@ static void test_errors(void **state) {
     ir_diag d = {{0}};
     /* an output of another name */
     ir_graph *m = ir_graph_new();
-    int x = input(m, "x", TU_SHAPE(1, 2, 5, 5)), w = input(m, "w", TU_SHAPE(2, 2, 3, 3));
-    output(m, conv(m, x, w, PADS1, NULL), "z");
+    int x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5)), w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
+    pb_output(m, conv(m, x, w, PADS1, NULL), "z");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "'y'"));
     assert_int_equal(r.n_outputs, 0);
     ir_graph_free(m);
     /* a variable the original lacks */
     m = ir_graph_new();
-    x = input(m, "x", TU_SHAPE(1, 2, 5, 5));
-    w = input(m, "w", TU_SHAPE(2, 2, 3, 3));
-    int extra = input(m, "extra", TU_SHAPE(1, 2, 5, 5));
-    output(m, op(m, IR_OP_Add, 2, (int[]){conv(m, x, w, PADS1, NULL), extra}, 0, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5));
+    w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
+    int extra = pb_input(m, "extra", TU_SHAPE(1, 2, 5, 5));
+    pb_output(m, pb_op(m, IR_OP_Add, 2, (int[]){conv(m, x, w, PADS1, NULL), extra}, 0, NULL), "y");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "'extra'"));
     ir_graph_free(m);
     /* a non-multilinear mutant */
     m = ir_graph_new();
-    x = input(m, "x", TU_SHAPE(1, 2, 5, 5));
-    w = input(m, "w", TU_SHAPE(2, 2, 3, 3));
-    output(m, op(m, IR_OP_Relu, 1, (int[]){conv(m, x, w, PADS1, NULL)}, 0, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5));
+    w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
+    pb_output(m, pb_op(m, IR_OP_Relu, 1, (int[]){conv(m, x, w, PADS1, NULL)}, 0, NULL), "y");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_UNSUPPORTED);
     assert_non_null(strstr(d.msg, "mutant"));
     ir_graph_free(m);

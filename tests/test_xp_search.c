@@ -31,16 +31,9 @@ static fixture *fx;
 static int setup(void **state) {
     (void)state;
     fx = calloc(1, sizeof *fx);
-    char path[1200];
-    tu_src_path("tests/fixtures/numeric/cnn_bn_train/model.onnx", path, sizeof path);
+    fx->g = tu_load_training("cnn_bn_train", NULL);
     ir_diag d = {{0}};
     ir_status st;
-    ir_import_opts io = {0};
-    ir_graph *fwd = ir_onnx_load(path, &io, &st, &d);
-    if (!fwd) fail_msg("import: %s", d.msg);
-    fx->g = ir_build_training(fwd, &(ir_train_opts){0}, &st, &d);
-    ir_graph_free(fwd);
-    if (!fx->g) fail_msg("training graph: %s", d.msg);
     if (ir_fold_constants(fx->g, &d) != IR_OK) fail_msg("fold: %s", d.msg);
     prof_options po = {.no_db = true};
     fx->cost = prof_open("analytic:rtx3090", &po, &st, &d);
