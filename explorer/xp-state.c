@@ -444,85 +444,6 @@ out:
 
 /* ---------------------------------------------------------------- PET's weight pre-processing */
 
-/* A node that would make a constant above this many bytes stays a node (as ir_fold_constants'
- * bound: a cheap op is not worth a large new weight). */
-#define PRECOMPUTE_MAX_BYTES ((size_t)64 << 20)
-/* Inputs and outputs of a node it evaluates (Concat of the weights of a few convolutions) */
-#define PRECOMPUTE_MAX_ARGS 16
-
-static bool has_data(const ir_graph *g, int v) {
-    return v >= 0 && (g->values[v].flags & IR_VF_CONST) && g->values[v].blob;
-}
-
-/* Evaluates node i of g into constants when every input it has is a constant with data (weights
- * that are initializers included) and its op may run once: *done set, the node detached from its
- * outputs (ir_graph_prune removes it). IR_ERR_NOMEM, or a kernel's failure. */
-static ir_status precompute_node(ir_graph *g, int i, bool *done, ir_diag *d) {
-    ir_node *n = &g->nodes[i];
-    const ir_op_def *def = ir_op_get(n->op);
-    *done = false;
-    if (!def || !def->kernel || n->n_in == 0 ||
-        (def->flags & (IR_OPF_RANDOM | IR_OPF_INPLACE | IR_OPF_HOST_OUTPUT)))
-        return IR_OK;
-    for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0 && !has_data(g, n->in[k])) return IR_OK;
-    size_t bytes = 0;
-    for (int k = 0; k < n->n_out; k++) {
-        const ir_value *v = ir_node_out(g, n, k);
-        if (!v || (v->flags & IR_VF_OUTPUT)) return IR_OK; /* graph outputs stay computed */
-        bytes += ir_value_bytes(v);
-    }
-    if (bytes > PRECOMPUTE_MAX_BYTES) return IR_OK;
-    ir_tensor tin[PRECOMPUTE_MAX_ARGS], tout[PRECOMPUTE_MAX_ARGS];
-    ir_blob *blobs[PRECOMPUTE_MAX_ARGS] = {0};
-    if (n->n_in > PRECOMPUTE_MAX_ARGS || n->n_out > PRECOMPUTE_MAX_ARGS) return IR_OK;
-    size_t ws_bytes = ir_node_workspace(g, n);
-    void *ws = ws_bytes ? aligned_alloc(64, (ws_bytes + 63) & ~(size_t)63) : NULL;
-    ir_status st = IR_OK;
-    if (ws_bytes && !ws) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < n->n_in; k++) {
-        const ir_value *v = ir_node_in(g, n, k);
-        tin[k] = (ir_tensor){.dtype = v ? v->dtype : IR_DTYPE_NONE};
-        if (!v) continue;
-        tin[k].shape = v->shape;
-        tin[k].data = ir_blob_data(v->blob);
-    }
-    for (int k = 0; k < n->n_out; k++) {
-        const ir_value *v = ir_node_out(g, n, k);
-        if (!(blobs[k] = ir_blob_new(ir_value_bytes(v)))) {
-            st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        tout[k] = (ir_tensor){.dtype = v->dtype, .shape = v->shape, .data = ir_blob_data(blobs[k])};
-    }
-    ir_kernel_ctx kc = {.graph = g,
-                        .node = n,
-                        .n_in = n->n_in,
-                        .n_out = n->n_out,
-                        .in = tin,
-                        .out = tout,
-                        .workspace = ws,
-                        .workspace_bytes = ws_bytes,
-                        .diag = d};
-    if ((st = def->kernel(&kc)) != IR_OK) {
-        if (st == IR_ERR_UNSUPPORTED) st = IR_OK; /* a case the kernel leaves to the executor */
-        goto out;
-    }
-    for (int k = 0; k < n->n_out; k++) {
-        ir_value *v = ir_node_out(g, n, k);
-        ir_blob_unref(v->blob);
-        v->blob = blobs[k];
-        blobs[k] = NULL;
-        v->flags = (v->flags & ~(unsigned)(IR_VF_INITIALIZER | IR_VF_PARAM)) | IR_VF_CONST;
-        v->producer = -1;
-    }
-    *done = true;
-out:
-    for (int k = 0; k < n->n_out; k++) ir_blob_unref(blobs[k]);
-    free(ws);
-    return st;
-}
-
 /* PET's pre-processing of weights (§6.3) after pet_apply: the nodes it added (ids from first_id
  * on) that read weights only (a Concat of two convolutions' weights, a Pad of a kernel) are
  * computed once, as pet_gen_cost assumed when it ranked the candidate. Only on an inference
@@ -536,7 +457,7 @@ static ir_status precompute_weights(ir_graph *g, uint32_t first_id, uint32_t *to
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].id < first_id) continue;
         bool done;
-        ir_status st = precompute_node(g, i, &done, d);
+        ir_status st = ir_fold_weights_node(g, i, &done, d);
         if (st != IR_OK) return st;
         if (!done) continue;
         uint32_t id = g->nodes[i].id;

@@ -16,8 +16,10 @@
  * input" to kernels, so non-constant inputs of Shape/Size get this placeholder. */
 static const _Alignas(64) unsigned char shape_only_placeholder[64];
 
-static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) {
+/* weights: parameters with data count as constants (ir_fold_weights_node). */
+static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def, bool weights) {
     if (!def || !def->kernel || (def->flags & IR_OPF_RANDOM) || n->n_out == 0) return false;
+    if (weights && (def->flags & (IR_OPF_INPLACE | IR_OPF_HOST_OUTPUT))) return false;
     /* A FissionBuffer's zeros stand for an allocation at its step (ops-fission.c); as a constant
      * the buffer would be resident for the whole run. */
     if (n->op == IR_OP_FissionBuffer) return false;
@@ -27,14 +29,15 @@ static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) 
         if (!v) continue;
         if (v->dtype == IR_DTYPE_NONE) return false;
         if (shape_only) continue;
-        if (!(v->flags & IR_VF_CONST) || (v->flags & IR_VF_PARAM) || !v->blob) return false;
+        if (!(v->flags & IR_VF_CONST) || (!weights && (v->flags & IR_VF_PARAM)) || !v->blob)
+            return false;
     }
     size_t total = 0, in_bytes = 0;
     bool any_out = false;
     for (int k = 0; k < n->n_out; k++) {
         const ir_value *v = ir_node_out(g, n, k);
         if (!v) continue;
-        if (v->dtype == IR_DTYPE_NONE) return false;
+        if (v->dtype == IR_DTYPE_NONE || (weights && (v->flags & IR_VF_OUTPUT))) return false;
         total += ir_value_bytes(v);
         if (total > IR_FOLD_MAX_BYTES) return false;
         any_out = true;
@@ -53,11 +56,11 @@ static bool can_fold(const ir_graph *g, const ir_node *n, const ir_op_def *def) 
     return any_out;
 }
 
-ir_status ir_fold_node(ir_graph *g, int idx, bool *folded, ir_diag *d) {
+static ir_status fold_node(ir_graph *g, int idx, bool weights, bool *folded, ir_diag *d) {
     ir_node *n = &g->nodes[idx];
     const ir_op_def *def = ir_op_get(n->op);
     *folded = false;
-    if (!can_fold(g, n, def)) return IR_OK;
+    if (!can_fold(g, n, def, weights)) return IR_OK;
 
     ir_status st = IR_OK;
     ir_tensor *tin = calloc((size_t)n->n_in + 1, sizeof *tin);
@@ -126,6 +129,14 @@ out:
     free(tout);
     free(ws);
     return st;
+}
+
+ir_status ir_fold_node(ir_graph *g, int idx, bool *folded, ir_diag *d) {
+    return fold_node(g, idx, false, folded, d);
+}
+
+ir_status ir_fold_weights_node(ir_graph *g, int idx, bool *folded, ir_diag *d) {
+    return fold_node(g, idx, true, folded, d);
 }
 
 ir_status ir_fold_constants(ir_graph *g, ir_diag *d) {

@@ -411,6 +411,11 @@ ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d);
 /* Constant folding (called by the importer): evaluates every node whose inputs are all
  * constants that are not trainable parameters, and removes nodes whose results are unused. */
 ir_status ir_fold_constants(ir_graph *g, ir_diag *d);
+/* Folds node idx like ir_fold_constants would, except that its inputs may also be trainable
+ * parameters with data (an inference graph's weights, which a rewrite re-lays out: PET's
+ * pre-processing, paper §6.3), and that it leaves graph outputs, in-place and host-output ops
+ * computed. *folded says whether it did; the node stays, detached, until ir_graph_prune. */
+ir_status ir_fold_weights_node(ir_graph *g, int idx, bool *folded, ir_diag *d);
 /* Removes nodes none of whose outputs reach a graph output, and unused constants. */
 void ir_graph_prune(ir_graph *g);
 
