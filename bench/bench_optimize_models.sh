@@ -18,6 +18,7 @@ SECS=${2:-60}
 THREADS=${3:-2}
 shift $(($# < 3 ? $# : 3))
 OUT_DIR=${OUT_DIR:-/tmp/magpie-bench-models}
+mkdir -p "$OUT_DIR"
 S=tests/fixtures/structure
 # name | model file | extra options (shapes: realistic training batches)
 MODELS=(
@@ -40,6 +41,7 @@ for spec in "${MODELS[@]}"; do
     for rules in "$ALL_RULES" "$NOSWAP_RULES"; do
         tag=$([ "$rules" = "$ALL_RULES" ] && echo all || echo no-swap)
         row=()
+        base="? | ?"
         for mode in "--lat-limit 1.10" "--mem-limit 0.4"; do
             d="$OUT_DIR/$name-$tag-${mode#--}"
             d=${d// /_}

@@ -91,12 +91,14 @@ static bool crosses_fission(const xs_mat *m, const rw_rewrite *r) {
 }
 
 typedef struct ranked {
-    size_t bytes; /* what the rewrite moves or recomputes */
-    int at;       /* its index in the candidate list */
+    bool relieves; /* frees its value at the peak moment (relieves_peak) */
+    size_t bytes;  /* what the rewrite moves or recomputes */
+    int at;        /* its index in the candidate list */
 } ranked;
 
-static int cmp_bytes(const void *pa, const void *pb) {
+static int cmp_rank(const void *pa, const void *pb) {
     const ranked *a = pa, *b = pb;
+    if (a->relieves != b->relieves) return a->relieves ? -1 : 1;
     if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
     return (a->at > b->at) - (a->at < b->at); /* stable: deterministic */
 }
@@ -106,38 +108,81 @@ static int cmp_at(const void *pa, const void *pb) {
     return (a->at > b->at) - (a->at < b->at);
 }
 
-/* Keeps the XS_MAX_SCHED_CHILDREN of the n schedule rewrites in cand that move or recompute the
- * most bytes (the value a remat or swap names, a node's output 0 for the inverses), their order
- * among themselves kept; returns the count. */
-static int keep_largest(const ir_graph *g, rw_rewrite *cand, int n) {
+/* Does a remat or swap of value v for user ib free v at the moment the peak holds it? That
+ * moment P is the peak step, or, when the peak is a fission group's replay, the step of the
+ * scheduled copy where the replay peaks for the group's own values (sched_memory). It does when
+ * v exists at P and ib is v's first reader after P: the rewrite serves ib and the late readers
+ * (rules.h), so nothing holds v across P. A hot-spot read again right after the peak (a forward
+ * activation whose next layer runs there) is not relieved by any single rewrite of it. A swap
+ * also needs the compute between P and ib to cover its Load (t_at: compute seconds before each
+ * step), or the Load would be on the device at P already, or stall ib. */
+static bool relieves_peak(const ir_graph *g, const sched_memory *m, const double *t_at,
+                          prof_model *cost, const rw_rewrite *r, int v, int ib) {
+    int P = m->peak_step;
+    if (P < 0) return false;
+    const sched_lifetime *lt = &m->lifetimes[v];
+    if (m->replay_peak_step >= 0 && lt->def_step >= P) P = m->replay_peak_step;
+    int sb = sched_node_step(g, m, ib);
+    if (lt->def_step < 0 || lt->def_step > P || sb <= P) return false;
+    for (int j = 0; j < g->n_nodes; j++) {
+        if (j == ib) continue;
+        const ir_node *n = &g->nodes[j];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == v) {
+                int s = sched_node_step(g, m, j);
+                if (s >= P && s < sb) return false;
+                break;
+            }
+    }
+    return r->kind != RW_SWAP ||
+           t_at[sb] - t_at[P + 1] >= prof_transfer_seconds(cost, ir_value_bytes(&g->values[v]));
+}
+
+/* Keeps the XS_MAX_SCHED_CHILDREN of the n schedule rewrites in cand that relieve the peak
+ * (relieves_peak), the ones moving or recomputing the most bytes first (the value a remat or
+ * swap names, a node's output 0 for the inverses), then the others by bytes, their order among
+ * themselves kept; returns the count. */
+static int keep_best(const ir_graph *g, const int *order, const sched_memory *m, prof_model *cost,
+                     rw_rewrite *cand, int n) {
     if (n <= XS_MAX_SCHED_CHILDREN) return n;
     uint32_t hi = 0;
     for (int i = 0; i < g->n_nodes; i++) hi = g->nodes[i].id > hi ? g->nodes[i].id : hi;
     int *index = malloc(sizeof(int) * ((size_t)hi + 1));
     ranked *rk = malloc(sizeof(ranked) * (size_t)n);
-    if (!index || !rk) {
+    double *t_at = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!index || !rk || !t_at) {
         free(index);
         free(rk);
+        free(t_at);
         return XS_MAX_SCHED_CHILDREN;
+    }
+    t_at[0] = 0.0;
+    for (int s = 0; s < g->n_nodes; s++) {
+        const ir_node *x = &g->nodes[order[s]];
+        bool copy = x->op == IR_OP_Store || x->op == IR_OP_Load;
+        t_at[s + 1] = t_at[s] + (copy ? 0.0 : prof_node_seconds(cost, g, x));
     }
     for (uint32_t id = 0; id <= hi; id++) index[id] = -1;
     for (int i = 0; i < g->n_nodes; i++) index[g->nodes[i].id] = i;
     for (int c = 0; c < n; c++) {
         const rw_rewrite *r = &cand[c];
         int i = r->node_id <= hi ? index[r->node_id] : -1, k = 0;
-        if (r->kind == RW_REMAT || r->kind == RW_SWAP) k = r->value;
+        bool named = r->kind == RW_REMAT || r->kind == RW_SWAP;
+        if (named) k = r->value;
         const ir_node *nd = i >= 0 ? &g->nodes[i] : NULL;
+        int v = nd && k < nd->n_out ? nd->out[k] : -1;
+        int ib = named && r->user_id <= hi ? index[r->user_id] : -1;
         rk[c] = (ranked){.at = c,
-                         .bytes = nd && k < nd->n_out && nd->out[k] >= 0
-                                      ? ir_value_bytes(&g->values[nd->out[k]])
-                                      : 0};
+                         .relieves = v >= 0 && ib >= 0 && relieves_peak(g, m, t_at, cost, r, v, ib),
+                         .bytes = v >= 0 ? ir_value_bytes(&g->values[v]) : 0};
     }
-    qsort(rk, (size_t)n, sizeof *rk, cmp_bytes);
+    qsort(rk, (size_t)n, sizeof *rk, cmp_rank);
     qsort(rk, XS_MAX_SCHED_CHILDREN, sizeof *rk, cmp_at);
     /* ascending distinct indices: rk[j].at >= j, so the copy never overwrites what it reads */
     for (int j = 0; j < XS_MAX_SCHED_CHILDREN; j++) cand[j] = cand[rk[j].at];
     free(index);
     free(rk);
+    free(t_at);
     return XS_MAX_SCHED_CHILDREN;
 }
 
@@ -178,10 +223,10 @@ static int pet_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, rw_rewri
 
 /* The children of m, in a fixed order: F-Tree mutations (few, and the big steps), substitutions
  * on G_b, PET candidates on G_b, then remat/swap candidates at G_e's hot-spots. A training graph's
- * peak holds hundreds of hot-spots, each with several users: evaluating every candidate (an
- * incremental re-schedule each) would make a search of a minute a handful of expansions deep. So,
- * in the spirit of H2, only the XS_MAX_SCHED_CHILDREN candidates that move or recompute the most
- * bytes are kept. */
+ * peak holds hundreds of hot-spots, each with several users: evaluating every candidate (a
+ * re-schedule and a simulation each) would make a search of a minute a handful of expansions
+ * deep. So, in the spirit of H2, only XS_MAX_SCHED_CHILDREN are kept: those that free their value
+ * at the peak moment first (keep_best), the largest first. */
 static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag *d) {
     unsigned rules = c->o->rules;
     int n = 0;
@@ -204,7 +249,7 @@ static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag
             for (int i = 0; i < k; i++)
                 if (family_enabled(rules, sc[i].kind) && !crosses_fission(m, &sc[i]))
                     sc[kept++] = sc[i];
-            n += keep_largest(m->ge->g, sc, kept);
+            n += keep_best(m->ge->g, m->order, &mem, c->o->cost, sc, kept);
             sched_memory_free(&mem);
         }
     }

@@ -472,11 +472,28 @@ static ir_status precompute_weights(ir_graph *g, uint32_t first_id, uint32_t *to
 }
 
 bool xs_rule_inside_fission(int kind) {
-    /* a remat inside a region is a remat of its one copy: the copy joins S (apply_fissions takes
-     * S's convex closure) and is split with it. A rewrite that would cross the region's border
-     * makes the fission invalid, which rw_fission_apply reports. Swaps stay outside: Store and
-     * Load cannot be split (rw_fission_check), and substitutions may change what D links. */
-    return kind == RW_REMAT || kind == RW_DEREMAT;
+    /* A remat or swap inside a region is one of its one copy: the new nodes join S
+     * (apply_fissions takes S's convex closure) and are split with it, so each part recomputes
+     * or swaps its own slice (the simulator replays the parts' swaps on the copy stream). A
+     * rewrite that would cross the region's border makes the fission invalid, which
+     * rw_fission_apply reports. Substitutions stay outside: they may change what D links. */
+    return kind == RW_REMAT || kind == RW_DEREMAT || kind == RW_SWAP || kind == RW_DESWAP;
+}
+
+/* The child's order. A rewrite of G_b (remat, swap, their inverses, a substitution, a PET
+ * mutant) adds nodes that serve the readers it rewired and removes nodes: the parent's order
+ * with the new nodes right before their first readers (sched_insert_new) keeps what the search
+ * refined and costs O(n), where the DP window around everything it touched (a remat's producer
+ * and reader are a forward and a backward apart) would re-order most of a training graph, often
+ * worse for the state at hand, at a hundred times the cost. A fission change rebuilds G_e's
+ * groups and goes through incremental rescheduling (MAGIS Algorithm 2), as does an insertion
+ * that is not a valid order (ids of G_e's fission ops that moved). */
+static ir_status reschedule(const xs_ctx *c, const xs_mat *p, const rw_rewrite *r,
+                            const ir_graph *ge, const uint32_t *touched, int nt, int *order,
+                            ir_diag *d) {
+    if (!is_ftree_kind(r->kind) && sched_insert_new(p->ge->g, p->order, ge, order, d) == IR_OK)
+        return IR_OK;
+    return sched_incremental(p->ge->g, p->order, ge, touched, nt, &c->dp, order, d);
 }
 
 ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,
@@ -556,8 +573,7 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
         if (has_swaps(ge) &&
             (st = sched_place_swaps(ge, m->order, c->o->cost, m->order, d)) != IR_OK)
             goto fail;
-    } else if ((st = sched_incremental(p->ge->g, p->order, ge, w->touched, nt, &c->dp, m->order,
-                                       d)) != IR_OK ||
+    } else if ((st = reschedule(c, p, r, ge, w->touched, nt, m->order, d)) != IR_OK ||
                (has_swaps(ge) &&
                 (st = sched_place_swaps(ge, m->order, c->o->cost, m->order, d)) != IR_OK))
         goto fail;

@@ -135,6 +135,11 @@ ir_status ir_fold_node(ir_graph *g, int idx, bool *folded, ir_diag *d) {
     return fold_node(g, idx, false, folded, d);
 }
 
+bool ir_can_fold_weights_node(const ir_graph *g, int idx) {
+    const ir_node *n = &g->nodes[idx];
+    return can_fold(g, n, ir_op_get(n->op), true);
+}
+
 ir_status ir_fold_weights_node(ir_graph *g, int idx, bool *folded, ir_diag *d) {
     return fold_node(g, idx, true, folded, d);
 }

@@ -416,6 +416,8 @@ ir_status ir_fold_constants(ir_graph *g, ir_diag *d);
  * pre-processing, paper §6.3), and that it leaves graph outputs, in-place and host-output ops
  * computed. *folded says whether it did; the node stays, detached, until ir_graph_prune. */
 ir_status ir_fold_weights_node(ir_graph *g, int idx, bool *folded, ir_diag *d);
+/* Would ir_fold_weights_node fold node idx (its kernel aside)? */
+bool ir_can_fold_weights_node(const ir_graph *g, int idx);
 /* Removes nodes none of whose outputs reach a graph output, and unused constants. */
 void ir_graph_prune(ir_graph *g);
 

@@ -6,7 +6,10 @@
  *  - f itself: ids sorted and present, the seed vertex exists, D's dims agree in length and n
  *    divides it;
  *  - every node of S can be split: known to the op table, not random, not in place, not a
- *    host-output (Store) or Load, not a fission op, not already part of a fission group;
+ *    fission op, not already part of a fission group;
+ *  - swaps are whole: a Store of S has every reader (its Loads) in S and a Load of S has its
+ *    Store there, so a host value never crosses the border (each part swaps its own slice; a
+ *    slice or an assemble of a host value would need device memory it does not have);
  *  - no redundant computation (constraint 3): each node has, in D, exactly one dimension per
  *    output and no reduce axis (a "split" node), or exactly one reduce axis, which is a sum, and
  *    at most one dimension per output (a "partial" node, e.g. a weight gradient summed over the
@@ -100,8 +103,6 @@ static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int c
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a random op (parts would draw anew)");
     if (def->flags & IR_OPF_INPLACE)
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an in-place update");
-    if ((def->flags & IR_OPF_HOST_OUTPUT) || n->op == IR_OP_Load)
-        return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a swap op");
     int with = 0, without = 0;
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k], dim;
@@ -167,6 +168,22 @@ static ir_status check_edges(const ir_graph *g, const rw_dgraph *dg, int i, int 
                                 inner ? "edge value" : "input", g->values[v].name, dim);
     }
     return IR_OK; /* a node reading no split value is a generator (see the top) */
+}
+
+/* Host values stay inside S or outside it (see the top): one pass over the readers. */
+static ir_status check_swaps(const ir_graph *g, const rw_fission_info *fi, ir_diag *d) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k], p = v >= 0 ? g->values[v].producer : -1;
+            if (p < 0 || !ir_value_on_host(g, v) || fi->in_s[p] == fi->in_s[i]) continue;
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: the host value '%s' crosses the border of S (its Store "
+                                "and this reader are on different sides)",
+                                g->values[v].name);
+        }
+    }
+    return IR_OK;
 }
 
 /* Some value produced outside S and read in S has a dimension in D: the group gets a slice. */
@@ -299,6 +316,7 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
     for (int j = 0; j < fi->n_s && st == IR_OK; j++) st = check_node(g, dg, fi->s[j], fi->comp, d);
     for (int j = 0; j < fi->n_s && st == IR_OK; j++)
         st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, d);
+    if (st == IR_OK) st = check_swaps(g, fi, d);
     if (st == IR_OK && !slices_something(g, dg, fi))
         st = ir_diag_set(d, IR_ERR_INVALID,
                          "fission: S reads no input split along D (its parts would be identical)");

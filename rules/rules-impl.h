@@ -104,5 +104,9 @@ bool rw_is_fission_op(ir_op_kind op);
 /* rw_apply for kind RW_SUBST (rules-subst.c): same contract as rw_apply. */
 ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
                          ir_status *st, ir_diag *d);
+/* fold-weights (rules-fold.c): its candidates into out[0..max), and its rw_subst_apply. */
+int rw_fold_candidates(const ir_graph *g, rw_rewrite *out, int max);
+ir_graph *rw_fold_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
+                        ir_status *st, ir_diag *d);
 
 #endif

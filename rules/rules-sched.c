@@ -205,6 +205,38 @@ static ir_status value_and_user(const ir_graph *g, const rw_rewrite *r, int *ia,
     return IR_OK;
 }
 
+/* The rewired readers of a remat or swap of v for user B (node ib): B and every other reader of
+ * v that is not an ancestor of B, all of them made to read `to` instead (nodes with ids from
+ * first_new on, the rewrite's own, and Stores excluded). A reader that is an ancestor of B runs
+ * before it in every order, so it keeps v; the others may run as late as B, and serving them too
+ * is what frees v in between: with a Load or recompute for B alone, v stays on the device until
+ * its last other late reader (a forward activation read by two backward ops), and the rewrite
+ * saves nothing until a second one follows. Ancestors by one reverse sweep: g->nodes is
+ * topological. */
+static ir_status rewire_late_readers(ir_graph *g, int v, int ib, int to, uint32_t first_new,
+                                     touch_set *t, ir_diag *d) {
+    unsigned char *anc = calloc((size_t)g->n_nodes + 1, 1);
+    if (!anc) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
+    anc[ib] = 1;
+    for (int i = ib; i >= 0; i--) {
+        if (!anc[i]) continue;
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p >= 0) anc[p] = 1;
+        }
+    }
+    anc[ib] = 0; /* B itself is served */
+    for (int j = 0; j < g->n_nodes; j++) {
+        ir_node *n = &g->nodes[j];
+        if (anc[j] || n->id >= first_new || n->op == IR_OP_Store || !node_reads(n, v)) continue;
+        replace_input(n, v, to);
+        touch(t, n->id);
+    }
+    free(anc);
+    return IR_OK;
+}
+
 static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
     int ia, ib, v;
     ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
@@ -232,11 +264,15 @@ static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_
     st = add_node(g, op, name, "remat", n_in, in, n_out, outs, n_attrs, attrs, d);
     free(outs);
     if (st != IR_OK) return st;
-    replace_input(&g->nodes[ib], v, vr);
     touch(t, aid);
     touch(t, nid);
     touch(t, bid);
-    return IR_OK;
+    if ((st = rewire_late_readers(g, v, ib, vr, nid, t, d)) != IR_OK) return st;
+    for (int j = 0; j < g->n_nodes; j++)
+        if (g->nodes[j].id < nid && node_reads(&g->nodes[j], v)) return IR_OK;
+    /* every reader moved: A would compute v for nobody (no reader of v is an ancestor of B) */
+    return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib],
+                        "rewrite: every reader of '%s' would read the copy", g->values[v].name);
 }
 
 static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
@@ -287,12 +323,11 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_d
     if ((st = add_node(g, IR_OP_Store, base, "store", 1, &v, 1, &h, 0, NULL, d)) != IR_OK ||
         (st = add_node(g, IR_OP_Load, base, "load", 1, &h, 1, &l, 0, NULL, d)) != IR_OK)
         return st;
-    replace_input(&g->nodes[ib], v, l);
     touch(t, aid);
     touch(t, sid);
     touch(t, sid + 1);
     touch(t, bid);
-    return IR_OK;
+    return rewire_late_readers(g, v, ib, l, sid, t, d);
 }
 
 static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
@@ -356,18 +391,38 @@ out:
 
 /* ---------------------------------------------------------------- candidates (heuristic H2) */
 
-/* The schedule step of node i under m: the def step of its first output (-1 when it has none). */
-static int node_step(const ir_graph *g, const sched_memory *m, int i) {
-    const ir_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0) return m->lifetimes[n->out[k]].def_step;
-    return -1;
-}
-
 static bool push(rw_rewrite *out, int max, int *cnt, rw_rewrite r) {
     if (*cnt >= max) return false;
     out[(*cnt)++] = r;
     return true;
+}
+
+/* Is one of the readers users[0..nu) of v an ancestor of node ib? A reverse search from ib that
+ * stays within node indices from the lowest reader's on (g->nodes is topological, so no
+ * ancestor that is a reader lies below it). seen (n bytes, zero) and stack (n ints) are
+ * scratch; seen is zero again on return. */
+static bool reader_is_ancestor(const ir_graph *g, const int *users, int nu, int ib,
+                               unsigned char *seen, int *stack) {
+    int lo = ib;
+    for (int u = 0; u < nu; u++) lo = users[u] < lo ? users[u] : lo;
+    int top = 0, n_seen = 0;
+    bool found = false;
+    stack[top++] = ib;
+    seen[ib] = 1;
+    /* a queue: [n_seen, top) is pending, and all of [0, top) is what to unmark at the end */
+    while (n_seen < top && !found) {
+        int i = stack[n_seen++];
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in && !found; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p < lo || seen[p]) continue;
+            seen[p] = 1;
+            stack[top++] = p;
+            for (int u = 0; u < nu; u++) found |= users[u] == p;
+        }
+    }
+    for (int j = 0; j < top; j++) seen[stack[j]] = 0;
+    return found;
 }
 
 int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max) {
@@ -375,7 +430,14 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
     if (!out || max <= 0) return 0;
     bool have_m = m && m->lifetimes && m->n_steps == g->n_nodes;
     int *users = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
-    if (!users) return 0;
+    int *stack = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    unsigned char *seen = calloc((size_t)g->n_nodes + 1, 1);
+    if (!users || !stack || !seen) {
+        free(users);
+        free(stack);
+        free(seen);
+        return 0;
+    }
     /* Remat, then swap, for each hot-spot produced by a node. Remat: every user after the first
      * (the first keeps the original). Swap: every user that runs at least two steps after the
      * producer, the first included: a lone far user is the classic swap, the tensor sits on the
@@ -392,14 +454,17 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
             for (int i = 0; i < g->n_nodes; i++)
                 if (i != p && node_reads(&g->nodes[i], v)) {
                     users[nu++] = i;
-                    int s = node_step(g, m, i);
+                    int s = sched_node_step(g, m, i);
                     if (first < 0 || s < first) first = s;
                 }
             if (nu < 2 && pass == 0) continue;
-            int earliest = pass == 0 ? first : node_step(g, m, p) + 1;
+            int earliest = pass == 0 ? first : sched_node_step(g, m, p) + 1;
             for (int u = 0; u < nu; u++) {
                 const ir_node *b = &g->nodes[users[u]];
-                if (node_step(g, m, users[u]) <= earliest || b->op == IR_OP_Store) continue;
+                if (sched_node_step(g, m, users[u]) <= earliest || b->op == IR_OP_Store) continue;
+                /* a remat keeps v for the readers that are ancestors of B: without one, the
+                 * original would be computed for nobody (rw_apply refuses it) */
+                if (pass == 0 && !reader_is_ancestor(g, users, nu, users[u], seen, stack)) continue;
                 rw_rewrite r = {.kind = pass == 0 ? RW_REMAT : RW_SWAP,
                                 .node_id = a->id,
                                 .value = k,
@@ -437,5 +502,7 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
     }
 out:
     free(users);
+    free(stack);
+    free(seen);
     return cnt;
 }

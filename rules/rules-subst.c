@@ -30,7 +30,8 @@
 
 const char *rw_subst_rule_name(int rule) {
     static const char *const names[RW_SUBST_RULE_COUNT] = {
-        "merge-matmul", "merge-conv", "concat-matmul", "reassoc", "distribute", "layout-elim"};
+        "merge-matmul", "merge-conv",  "concat-matmul", "reassoc",
+        "distribute",   "layout-elim", "fold-weights"};
     return rule >= 0 && rule < RW_SUBST_RULE_COUNT ? names[rule] : "?";
 }
 
@@ -1037,6 +1038,7 @@ static ir_status apply_layout(sub_edit *e, const rw_rewrite *r) {
 ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
                          ir_status *st, ir_diag *d) {
     IR_ASSERT(r->kind == RW_SUBST);
+    if (r->value == RW_SUBST_FOLD_WEIGHTS) return rw_fold_apply(g, r, touched, n_touched, st, d);
     ir_status s = IR_OK;
     sub_edit e = {.dead_val = -1, .d = d};
     if (n_touched) *n_touched = 0;
@@ -1134,6 +1136,7 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max) {
             !push(out, max, &cnt, RW_SUBST_LAYOUT_ELIM, g->nodes[i].id, 0))
             goto out;
     }
+    cnt += rw_fold_candidates(g, out + cnt, max - cnt);
 out:
     rw_users_free(&u);
     return cnt;

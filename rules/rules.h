@@ -15,12 +15,14 @@
  *
  * The kinds (A, B are nodes; v = A's output r->value):
  *  RW_REMAT    node_id = A, value = output index of v, user_id = B (a user of v, v having
- *              several users): adds A' reading A's inputs; B reads A''s output instead of v.
+ *              several users): adds A' reading A's inputs; B, and every other reader of v that
+ *              is not an ancestor of B (the "late" readers), read A''s output instead of v.
  *              Random (Dropout), in-place and host-output ops are never rematerialized.
  *  RW_DEREMAT  node_id = A, user_id = A2: same op, attributes and inputs; A2 is removed and its
  *              users read A's outputs. A2's outputs must not be graph outputs.
- *  RW_SWAP     node_id = A, value = output index of v, user_id = B: inserts Store(v) -> Load ->
- *              B, B reading the Load's output instead of v.
+ *  RW_SWAP     node_id = A, value = output index of v, user_id = B: inserts Store(v) -> Load;
+ *              B and v's other late readers (as for RW_REMAT; Stores excepted) read the Load's
+ *              output instead of v.
  *  RW_DESWAP   node_id = L (a Load whose input a Store produces), user_id = B (a user of L): B
  *              reads the Store's input again; L and then the Store are removed once unused.
  */
@@ -70,7 +72,9 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
 /* Lists up to max rewrites that apply to g into out and returns how many it wrote (out may be
  * NULL with max 0 to count nothing). Heuristic H2 of MAGIS 5.2: remat and swap candidates only
  * for memory hot-spots of m (a sched_memory_compute of g) that nodes produce (not weights or
- * graph inputs), one per user scheduled after the value's first user; deremat candidates for
+ * graph inputs), one per user scheduled after the value's first user (a remat only for a user
+ * that has another reader of the value among its ancestors, which keeps the original); a swap
+ * also for the first user when it runs two steps or more after the producer; deremat candidates for
  * every pair of mergeable nodes and deswap candidates for every user of a Store/Load pair.
  * Order: remat, swap, deremat, deswap; deterministic. */
 int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max);
@@ -100,6 +104,9 @@ typedef enum rw_subst_rule {
      * a Reshape of a Reshape (one Reshape), or a Transpose/Reshape/Identity that changes
      * nothing (removed). */
     RW_SUBST_LAYOUT_ELIM,
+    /* node_id: an op whose inputs are all weights with data (an inference graph's
+     * initializers), computed once: its readers read the result as a constant (rules-fold.c). */
+    RW_SUBST_FOLD_WEIGHTS,
     RW_SUBST_RULE_COUNT,
 } rw_subst_rule;
 

@@ -36,10 +36,12 @@ size_t sched_value_device_bytes(const ir_graph *g, int v) {
 /* The hot-spots of a peak that a group's replay sets at its first step t0: residents, the values
  * live at t0 before it allocates, and the group's buffers live at the replay's peak moment. */
 static ir_status replay_hotspots(const ir_graph *g, sfg_groups *f, const int *root, int k, int t0,
-                                 sched_memory *m, ir_diag *d) {
+                                 const int *pos, sched_memory *m, ir_diag *d) {
     uint8_t *live = calloc((size_t)g->n_values + 1, 1);
     if (!live) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the hot-spots");
-    sfg_replay(f, g, root, k, NULL, live);
+    int pk = -1;
+    sfg_replay(f, g, root, k, &pk, live);
+    if (pk >= 0) m->replay_peak_step = pos[f->node[f->off[k] + pk]];
     const sched_lifetime *lt = m->lifetimes;
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == m->n_steps;
@@ -154,7 +156,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
         }
     }
     m->peak_bytes = m->resident_bytes;
-    m->peak_step = -1;
+    m->peak_step = m->replay_peak_step = -1;
     for (int s = 0; s < n; s++) {
         if (m->step_bytes[s] > m->peak_bytes ||
             (m->peak_step < 0 && n > 0 && m->step_bytes[s] >= m->peak_bytes)) {
@@ -164,7 +166,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     }
     int p = m->peak_step;
     if (p >= 0 && t0_group[p] >= 0) {
-        st = replay_hotspots(g, &fg, root, t0_group[p], p, m, d);
+        st = replay_hotspots(g, &fg, root, t0_group[p], p, pos, m, d);
         goto out;
     }
     for (int v = 0; v < g->n_values; v++) {
@@ -190,4 +192,11 @@ void sched_memory_free(sched_memory *m) {
     free(m->lifetimes);
     free(m->hotspots);
     memset(m, 0, sizeof *m);
+}
+
+int sched_node_step(const ir_graph *g, const sched_memory *m, int i) {
+    const ir_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) return m->lifetimes[n->out[k]].def_step;
+    return -1;
 }

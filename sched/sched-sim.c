@@ -4,9 +4,10 @@
  * Timing model: two streams.
  *  - The compute stream runs every op but Store and Load one after another, each for
  *    prof_node_seconds. A fission group (schedule.h) stands for its n parts: the n-1 others run
- *    as one block on the compute stream right before the group's first slice, once the values
- *    the group reads from outside are ready, exactly where rw_fission_materialize puts them; so
- *    the one-copy graph's timeline is the materialized graph's, swaps around it included.
+ *    one after another right before the group's first slice, each its nodes in the group's order
+ *    on both streams (its swaps overlapping its compute), exactly where rw_fission_materialize
+ *    puts them; so the one-copy graph's timeline is the materialized graph's, swaps inside and
+ *    around the group included.
  *  - The copy stream runs Store and Load one after another, each for prof_transfer_seconds of the
  *    tensor it moves, overlapping compute.
  *  - Every op starts once its stream is free and its inputs are ready; a value is ready when its
@@ -59,25 +60,24 @@ static size_t host_bytes_per_step(const ir_graph *g, const sched_memory *m, size
     return peak;
 }
 
-/* The replay blocks of the fission groups: at[s] = the group whose first slice is step s (-1
- * elsewhere; at is NULL when g has no group), seconds[k] = (n-1) times the group's one-part
- * cost. */
+/* The fission groups' replays: at[s] = the group whose first slice is step s (-1 elsewhere; at
+ * is NULL when g has no group). */
 typedef struct replay_blocks {
     sfg_groups f;
     int *root, *at;
-    double *seconds;
+    double *saved; /* per value: its ready time while a replay overwrites it */
 } replay_blocks;
 
 static void replay_blocks_free(replay_blocks *rb) {
     sfg_free(&rb->f);
     free(rb->root);
     free(rb->at);
-    free(rb->seconds);
+    free(rb->saved);
     memset(rb, 0, sizeof *rb);
 }
 
-static ir_status find_replay_blocks(const ir_graph *g, const int *order, prof_model *cost,
-                                    replay_blocks *rb, ir_diag *d) {
+static ir_status find_replay_blocks(const ir_graph *g, const int *order, replay_blocks *rb,
+                                    ir_diag *d) {
     memset(rb, 0, sizeof *rb);
     if (!(rb->root = malloc(sizeof(int) * ((size_t)g->n_values + 1))))
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating the fission groups");
@@ -86,8 +86,8 @@ static ir_status find_replay_blocks(const ir_graph *g, const int *order, prof_mo
     if (st != IR_OK || rb->f.n == 0) return st;
     int n = g->n_nodes, *pos = malloc(sizeof(int) * ((size_t)n + 1));
     rb->at = malloc(sizeof(int) * ((size_t)n + 1));
-    rb->seconds = calloc((size_t)rb->f.n, sizeof(double));
-    if (!pos || !rb->at || !rb->seconds) {
+    rb->saved = malloc(sizeof(double) * ((size_t)g->n_values + 1));
+    if (!pos || !rb->at || !rb->saved) {
         free(pos);
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating the fission groups");
     }
@@ -97,17 +97,68 @@ static ir_status find_replay_blocks(const ir_graph *g, const int *order, prof_mo
     }
     for (int k = 0; k < rb->f.n; k++) {
         int first = -1; /* as sched_memory_compute: the group starts at its first slice */
-        for (int j = rb->f.off[k]; j < rb->f.off[k + 1]; j++) {
-            const ir_node *x = &g->nodes[rb->f.node[j]];
-            rb->seconds[k] += prof_node_seconds(cost, g, x);
-            if (first < 0 && x->op == IR_OP_FissionSlice) first = rb->f.node[j];
-        }
+        for (int j = rb->f.off[k]; j < rb->f.off[k + 1]; j++)
+            if (first < 0 && g->nodes[rb->f.node[j]].op == IR_OP_FissionSlice)
+                first = rb->f.node[j];
         if (first < 0) first = rb->f.node[rb->f.off[k]];
-        rb->seconds[k] *= rb->f.parts[k] - 1;
         rb->at[pos[first]] = k;
     }
     free(pos);
     return IR_OK;
+}
+
+/* The two streams' clocks. */
+typedef struct streams {
+    double compute_free, copy_free, last_compute_end;
+} streams;
+
+/* Runs node nd on its stream once its inputs are ready (ready[], by value) and returns when it
+ * ends; the caller records the outputs' ready times. */
+static double run_node(const ir_graph *g, const ir_node *nd, prof_model *cost, const double *ready,
+                       streams *t, double *start_out) {
+    double at = 0.0, start, end;
+    for (int i = 0; i < nd->n_in; i++)
+        if (nd->in[i] >= 0 && ready[nd->in[i]] > at) at = ready[nd->in[i]];
+    if (on_copy_stream(nd)) {
+        start = at > t->copy_free ? at : t->copy_free;
+        if (t->last_compute_end > start) start = t->last_compute_end;
+        end = start + prof_transfer_seconds(cost, swap_bytes(g, nd));
+        t->copy_free = end;
+    } else {
+        start = at > t->compute_free ? at : t->compute_free;
+        end = start + prof_node_seconds(cost, g, nd);
+        t->compute_free = t->last_compute_end = end;
+    }
+    if (start_out) *start_out = start;
+    return end;
+}
+
+/* The n-1 other parts of group k, one after another, each its nodes in the group's order on the
+ * same two streams, as rw_fission_materialize lays them out: a part's swaps overlap its compute
+ * as the scheduled copy's do. Values the group produces get part-local ready times in ready[]
+ * and their own back afterwards (a generator of the scheduled copy may have run already); what
+ * the group reads from outside is ready as the simulation so far says. */
+static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, prof_model *cost,
+                         double *ready, streams *t) {
+    const int *nodes = rb->f.node + rb->f.off[k];
+    int cnt = rb->f.off[k + 1] - rb->f.off[k];
+    for (int i = 0; i < cnt; i++) {
+        const ir_node *x = &g->nodes[nodes[i]];
+        for (int o = 0; o < x->n_out; o++)
+            if (x->out[o] >= 0) rb->saved[x->out[o]] = ready[x->out[o]];
+    }
+    for (int part = 1; part < rb->f.parts[k]; part++)
+        for (int i = 0; i < cnt; i++) {
+            const ir_node *x = &g->nodes[nodes[i]];
+            double end = run_node(g, x, cost, ready, t, NULL);
+            for (int o = 0; o < x->n_out; o++)
+                if (x->out[o] >= 0) ready[x->out[o]] = end;
+        }
+    for (int i = 0; i < cnt; i++) {
+        const ir_node *x = &g->nodes[nodes[i]];
+        for (int o = 0; o < x->n_out; o++)
+            if (x->out[o] >= 0) ready[x->out[o]] = rb->saved[x->out[o]];
+    }
 }
 
 ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, sched_sim *out,
@@ -135,42 +186,20 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     out->n_steps = n;
     for (int v = 0; v < g->n_values; v++) ready[v] = 0.0;
 
-    if ((st = find_replay_blocks(g, order, cost, &rb, d)) != IR_OK) goto out;
-    double compute_free = 0.0, copy_free = 0.0, last_compute_end = 0.0, latency = 0.0;
+    if ((st = find_replay_blocks(g, order, &rb, d)) != IR_OK) goto out;
+    streams t = {0};
+    double latency = 0.0;
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
-        if (rb.at && rb.at[s] >= 0) { /* the other parts of group rb.at[s] */
-            int k = rb.at[s];
-            double t_ext = 0.0;
-            for (int j = rb.f.off[k]; j < rb.f.off[k + 1]; j++) {
-                const ir_node *x = &g->nodes[rb.f.node[j]];
-                for (int i = 0; i < x->n_in; i++) {
-                    int v = x->in[i], p = v >= 0 ? g->values[v].producer : -1;
-                    if (v >= 0 && (p < 0 || rb.f.of[p] != k) && ready[v] > t_ext) t_ext = ready[v];
-                }
-            }
-            double b0 = t_ext > compute_free ? t_ext : compute_free;
-            compute_free = last_compute_end = b0 + rb.seconds[k];
-        }
-        double t = 0.0;
-        for (int i = 0; i < nd->n_in; i++)
-            if (nd->in[i] >= 0 && ready[nd->in[i]] > t) t = ready[nd->in[i]];
-        double start, end;
-        if (on_copy_stream(nd)) {
-            start = t > copy_free ? t : copy_free;
-            if (last_compute_end > start) start = last_compute_end;
-            end = start + prof_transfer_seconds(cost, swap_bytes(g, nd));
-            copy_free = end;
-        } else {
-            start = t > compute_free ? t : compute_free;
-            end = start + prof_node_seconds(cost, g, nd);
-            compute_free = last_compute_end = end;
-        }
+        if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], cost, ready, &t);
+        double start, end = run_node(g, nd, cost, ready, &t, &start);
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0) ready[nd->out[i]] = end;
         out->start_s[s] = start;
         out->end_s[s] = end;
         if (end > latency) latency = end;
+        /* a replayed part's copy may end after every op of the scheduled copy */
+        if (t.copy_free > latency) latency = t.copy_free;
     }
     out->latency_s = latency;
     if (n > 0) memcpy(out->device_bytes, m.step_bytes, sizeof(size_t) * (size_t)n);

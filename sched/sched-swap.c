@@ -12,6 +12,13 @@
  *    transfer time (prof_transfer_seconds): in the simulator (sched-sim.c) a swap op starts
  *    after the compute op before it ends, so exactly those ops overlap the transfer. It never
  *    moves before the slot of the op that produces its input (its Store).
+ *  - the Loads share one copy stream, so a Load placed to finish just in time may still wait for
+ *    the one before it: a second pass takes the Loads from the latest deadline back, each to end
+ *    by its user's start and by the start of the Load after it, and moves it earlier while the
+ *    compute before its slot ends after the moment it must start (Stores are left out: they run
+ *    where values are produced, Loads where they are read again). The compute timeline here is
+ *    the simulator's without waiting: each op once, and a fission group's n-1 other parts as one
+ *    block right before its first slice.
  * Swap ops sharing a slot keep their relative order of the input order, which is topological, so
  * chains such as Store -> Load -> Store stay in order. The result is checked with
  * sched_order_valid. */
@@ -22,6 +29,60 @@
 
 static bool is_swap(const ir_node *n) {
     return n->op == IR_OP_Store || n->op == IR_OP_Load;
+}
+
+/* end[k] = when the compute ops base[0..k) have run, without waiting (k = 0..nb), and
+ * deadline[k] = when base[k] starts: a fission group's replay block runs between the two when
+ * base[k] is the group's first slice. */
+static ir_status compute_timeline(const ir_graph *g, const int *order, const int *base, int nb,
+                                  prof_model *cost, double *end, double *deadline, ir_diag *d) {
+    int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    sfg_groups f = {0};
+    ir_status st = IR_OK;
+    if (!root) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
+    sfg_roots(g, root);
+    if ((st = sfg_find(&f, g, order, root, d)) != IR_OK) goto out;
+    double *block = f.n ? calloc((size_t)f.n, sizeof(double)) : NULL;
+    int *first = f.n ? malloc(sizeof(int) * (size_t)f.n) : NULL;
+    if (f.n && (!block || !first)) {
+        free(block);
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
+        goto out;
+    }
+    for (int k = 0; k < f.n; k++) {
+        first[k] = -1;
+        for (int j = f.off[k]; j < f.off[k + 1]; j++) {
+            const ir_node *x = &g->nodes[f.node[j]];
+            if (!is_swap(x)) block[k] += prof_node_seconds(cost, g, x);
+            if (first[k] < 0 && x->op == IR_OP_FissionSlice) first[k] = f.node[j];
+        }
+        if (first[k] < 0) first[k] = f.node[f.off[k]];
+        block[k] *= f.parts[k] - 1;
+    }
+    end[0] = 0.0;
+    for (int k = 0; k < nb; k++) {
+        int x = base[k], grp = f.n ? f.of[x] : -1;
+        deadline[k] = end[k] + (grp >= 0 && first[grp] == x ? block[grp] : 0.0);
+        end[k + 1] = deadline[k] + prof_node_seconds(cost, g, &g->nodes[x]);
+    }
+    deadline[nb] = end[nb];
+    free(block);
+    free(first);
+out:
+    sfg_free(&f);
+    free(root);
+    return st;
+}
+
+typedef struct load_due {
+    double due;
+    int s; /* position in the input order: the tie-break */
+} load_due;
+
+static int cmp_due_desc(const void *pa, const void *pb) {
+    const load_due *a = pa, *b = pb;
+    if (a->due != b->due) return a->due < b->due ? 1 : -1;
+    return (a->s < b->s) - (a->s > b->s);
 }
 
 ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cost, int *new_order,
@@ -38,7 +99,9 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
     int *first_use = malloc(sizeof(int) * ns); /* swap node -> earliest slot bound of its users */
     int *tmp = malloc(sizeof(int) * ns);
     int *cnt = calloc(ns + 2, sizeof(int));
-    if (!base || !slot || !before || !first_use || !tmp || !cnt) {
+    double *end = malloc(sizeof(double) * (ns + 1)), *deadline = malloc(sizeof(double) * (ns + 1));
+    load_due *loads = malloc(sizeof(load_due) * ns);
+    if (!base || !slot || !before || !first_use || !tmp || !cnt || !end || !deadline || !loads) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
         goto out;
     }
@@ -86,6 +149,26 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
         IR_ASSERT(at <= first_use[k]);
         slot[k] = at;
     }
+    /* Copy-stream contention (see the top): Loads from the latest deadline back. */
+    if ((st = compute_timeline(g, order, base, nb, cost, end, deadline, d)) != IR_OK) goto out;
+    int n_loads = 0;
+    for (int s = 0; s < n; s++) {
+        int k = order[s];
+        if (g->nodes[k].op == IR_OP_Load) loads[n_loads++] = (load_due){deadline[first_use[k]], s};
+    }
+    qsort(loads, (size_t)n_loads, sizeof *loads, cmp_due_desc);
+    double stream_free = 1e300;
+    for (int i = 0; i < n_loads; i++) {
+        int k = order[loads[i].s];
+        double must_end = loads[i].due < stream_free ? loads[i].due : stream_free;
+        double must_start =
+            must_end - prof_transfer_seconds(cost, ir_value_bytes(ir_node_out(g, &g->nodes[k], 0)));
+        const ir_value *x = ir_node_in(g, &g->nodes[k], 0);
+        int p = x ? x->producer : -1;
+        int lo = p < 0 ? 0 : is_swap(&g->nodes[p]) ? slot[p] : slot[p] + 1;
+        while (slot[k] > lo && end[slot[k]] > must_start) slot[k]--;
+        stream_free = must_start;
+    }
     /* Emit slot by slot: swap ops of slot k (in input order), then base[k]. A counting sort of
      * the swap ops by slot keeps the input order within a slot. */
     for (int s = 0; s < n; s++)
@@ -113,5 +196,8 @@ out:
     free(first_use);
     free(tmp);
     free(cnt);
+    free(end);
+    free(deadline);
+    free(loads);
     return st;
 }

@@ -37,9 +37,13 @@ size_t sched_value_device_bytes(const ir_graph *g, int v);
 
 typedef struct sched_memory {
     int n_steps;
-    size_t resident_bytes;     /* constants + graph inputs, live throughout */
-    size_t peak_bytes;         /* max(resident_bytes, every step_bytes) */
-    int peak_step;             /* first step reaching the peak; -1 when there are no steps */
+    size_t resident_bytes; /* constants + graph inputs, live throughout */
+    size_t peak_bytes;     /* max(resident_bytes, every step_bytes) */
+    int peak_step;         /* first step reaching the peak; -1 when there are no steps */
+    /* when the peak is a fission group's replay (at its first slice, peak_step): the step of
+     * the group's node at which the replayed part peaks, where the group's own hot-spots are
+     * live in the scheduled copy too; -1 otherwise */
+    int replay_peak_step;
     size_t *step_bytes;        /* live bytes at each step's peak moment */
     sched_lifetime *lifetimes; /* one per value */
     /* memory hot-spots (MAGIS section 2.1): the values live at the peak moment, residents
@@ -67,6 +71,8 @@ typedef struct sched_memory {
  * table (ir_node_workspace). IR_ERR_INVALID when order is not a topological permutation. On
  * failure *m is zeroed. */
 ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory *m, ir_diag *d);
+/* The step of node i under m: the def step of its first output (-1 when it has none). */
+int sched_node_step(const ir_graph *g, const sched_memory *m, int i);
 void sched_memory_free(sched_memory *m); /* NULL-safe, idempotent */
 
 /* ---------------------------------------------------------------- memory-minimizing order */
@@ -116,6 +122,14 @@ ir_status sched_incremental(const ir_graph *g_old, const int *old_order, const i
                             const uint32_t *touched, int n_touched, const sched_dp_options *o,
                             int *new_order, ir_diag *d);
 
+/* Re-scheduling after a rewrite that adds nodes only to serve readers it rewired (a recompute,
+ * a Store and its Load) or removes nodes (sched-insert.c): the old order (matched by stable id)
+ * with each new node right before its first reader and removed nodes left out. Keeps what the
+ * search refined and costs O(n). IR_ERR_INVALID when that is not a valid order of g_new (the
+ * caller then re-schedules another way). new_order receives g_new->n_nodes entries. */
+ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir_graph *g_new,
+                           int *new_order, ir_diag *d);
+
 /* ---------------------------------------------------------------- simulator */
 
 /* Latency and memory of an order under a cost model (MAGIS section 6.2, "performance
@@ -123,7 +137,10 @@ ir_status sched_incremental(const ir_graph *g_old, const int *old_order, const i
  * swap ops) run on a copy stream at the target's host-link bandwidth, overlapping compute; an op
  * starts when the stream is free and its inputs are ready, a Load still in flight included.
  * Memory is the per-step accounting above (so the simulated device peak equals
- * sched_memory_compute's and the executor's to the byte); Store outputs count as host bytes. */
+ * sched_memory_compute's and the executor's to the byte); Store outputs count as host bytes (on
+ * a one-copy graph, those of the scheduled part only: host memory bounds nothing in the search,
+ * and the materialized plan's figure counts every part's). A fission group's n-1 other parts run
+ * right before its first slice, each on both streams, as the materialized graph runs them. */
 typedef struct sched_sim {
     double latency_s;
     size_t peak_device_bytes;

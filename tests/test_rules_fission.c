@@ -486,6 +486,74 @@ static void test_remat_inside(void **state) {
     ir_graph_free(g);
 }
 
+/* A swap inside a region: in the MLP's whole training graph, the first ReLU's output goes to the
+ * host for its later reader (a backward op of S). The closure adds the Store and the Load (and
+ * nothing else); each part swaps its own slice, so the materialized graph has n Store/Load
+ * pairs, executes to the original's outputs with the simulated peak, and its simulated latency
+ * (every part's transfers on the copy stream) equals the one-copy graph's (check_case). A
+ * region holding the Store but not its Load would carry a host value across its border, and is
+ * refused. */
+static void test_swap_inside(void **state) {
+    (void)state;
+    ir_graph *g = load_train("mlp", "input", TU_SHAPE(8, 16));
+    rw_dgraph *dg = rw_dgraph_build(g);
+    int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
+    uint32_t *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
+    int nall = pick_s(g, dg, comp, 0, g->n_nodes, all);
+    rw_rewrite r = {.kind = RW_SWAP};
+    for (int i = 0; i < g->n_nodes && !r.node_id; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_Relu || !bsearch(&n->id, all, (size_t)nall, sizeof *all, cmp_u32))
+            continue;
+        int last = -1;
+        for (int j = i + 1; j < g->n_nodes; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == n->out[0]) last = j;
+        if (last >= 0 && bsearch(&g->nodes[last].id, all, (size_t)nall, sizeof *all, cmp_u32))
+            r.node_id = n->id, r.user_id = g->nodes[last].id;
+    }
+    assert_true(r.node_id != 0);
+    ir_diag d = {{0}};
+    ir_status st;
+    uint32_t touched[RW_MAX_TOUCHED];
+    int nt = 0;
+    ir_graph *g2 = rw_apply(g, &r, touched, &nt, &st, &d);
+    if (!g2) fail_msg("swap: %s", d.msg);
+    rw_dgraph *dg2 = rw_dgraph_build(g2);
+    rw_fission f2 = make_fission(g2, dg2, comp, all, nall, 2);
+    uint32_t *closed = NULL;
+    int nc = rw_fission_closure(g2, &f2, &closed);
+    assert_int_equal(nc, nall + 2);
+    int stores = 0, loads = 0;
+    for (int j = 0; j < nc; j++) {
+        int op = g2->nodes[node_of(g2, closed[j])].op;
+        stores += op == IR_OP_Store;
+        loads += op == IR_OP_Load;
+    }
+    assert_int_equal(stores, 1);
+    assert_int_equal(loads, 1);
+    rw_fission fc = make_fission(g2, dg2, comp, closed, nc, 2);
+    int comps[1] = {comp};
+    check_case(g2, &fc, 1, comps, dg2, "mlp whole n=2 with a swap inside");
+    fc.parts = 4;
+    check_case(g2, &fc, 1, comps, dg2, "mlp whole n=4 with a swap inside");
+    /* the Store without its Load: the host value would leave the region */
+    uint32_t *part = malloc(sizeof(uint32_t) * (size_t)nc);
+    int np = 0;
+    for (int j = 0; j < nc; j++)
+        if (g2->nodes[node_of(g2, closed[j])].op != IR_OP_Load) part[np++] = closed[j];
+    rw_fission fp = make_fission(g2, dg2, comp, part, np, 2);
+    assert_int_equal(rw_fission_check(g2, dg2, &fp, &d), IR_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "crosses the border"));
+    free(part);
+    free(closed);
+    rw_dgraph_free(dg2);
+    ir_graph_free(g2);
+    free(all);
+    rw_dgraph_free(dg);
+    ir_graph_free(g);
+}
+
 /* Transformer encoder (2 layers, 4 heads): inside attention PyTorch's export merges batch and
  * heads into one dim (2 x 4 = 8); the batch is its outer factor, so the D-graph keeps them in
  * one component whose length is the batch (n parts of the batch are n blocks of batch x heads).
@@ -819,8 +887,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mlp_batch),
         cmocka_unit_test(test_cnn_batch),    cmocka_unit_test(test_transformer),
-        cmocka_unit_test(test_remat_inside), cmocka_unit_test(test_generators),
-        cmocka_unit_test(test_apply_speed),
+        cmocka_unit_test(test_remat_inside), cmocka_unit_test(test_swap_inside),
+        cmocka_unit_test(test_generators),   cmocka_unit_test(test_apply_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -127,6 +127,34 @@ static ir_graph *check_apply(const ir_graph *g, const rw_rewrite *r, const rt_re
     if (sched_incremental(g, old, g2, touched, nt, &dpo, inc, &d) != IR_OK)
         fail_msg("%s: incremental: %s", msg, d.msg);
     assert_true(sched_order_valid(g2, inc, g2->n_nodes));
+    /* Re-scheduling by insertion keeps g's order and puts each new node right before its first
+     * reader (a Store before its Load); in that order the outputs are the same. */
+    int *ins = malloc(sizeof(int) * (size_t)g2->n_nodes);
+    if (sched_insert_new(g, old, g2, ins, &d) != IR_OK) fail_msg("%s: insertion: %s", msg, d.msg);
+    assert_true(sched_order_valid(g2, ins, g2->n_nodes));
+    for (int s = 0, prev = -1; s < g2->n_nodes; s++) {
+        const ir_node *x = &g2->nodes[ins[s]];
+        if (x->id >= g->next_node_id) {
+            const ir_node *next = &g2->nodes[ins[s + 1]];
+            bool reads = false;
+            for (int o = 0; o < x->n_out; o++)
+                for (int k = 0; k < next->n_in; k++)
+                    reads |= x->out[o] >= 0 && next->in[k] == x->out[o];
+            if (!reads) fail_msg("%s: new node '%s' is not right before a reader", msg, x->name);
+            continue;
+        }
+        /* the old nodes keep their relative order */
+        int at = -1;
+        for (int j = 0; j < g->n_nodes; j++)
+            if (g->nodes[old[j]].id == x->id) at = j;
+        assert_true(at > prev);
+        prev = at;
+    }
+    rt_result r4;
+    run(g2, ins, &r4);
+    expect_same_outputs(ref, &r4, msg);
+    rt_result_free(&r4);
+    free(ins);
     if (r->kind == RW_SWAP) {
         /* The executor measures what the analysis predicts, in this order and the eager one. */
         for (int o = 0; o < 2; o++) {
@@ -269,6 +297,68 @@ static void test_hand_built(void **state) {
     ir_graph_free(g);
 }
 
+/* The readers a remat or swap serves (rules.h): B and every reader of v that is not an ancestor
+ * of B. x -> Relu -> a; f = Neg(a); b = Mul(a, Sigmoid(f)) reads a after f (f is an ancestor of
+ * b); c = Exp(a) is independent of both; y = Add(b, c). For B = b: f keeps a, b and c read the
+ * new value. For B = c no reader is an ancestor: a swap moves all three (a lives until its
+ * Store), a remat is refused (the original would be computed for nobody). */
+static ir_graph *build_late(int *f, int *b, int *c) {
+    ir_graph *g = ir_graph_new();
+    g->opset = 17;
+    ir_shape s = TU_SHAPE(4, 64);
+    int x = ir_graph_add_value(g, "x", IR_F32, &s);
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    int a, fv, sg, bv, cv, y;
+    tu_add_node1(g, IR_OP_Relu, "relu", 1, &x, 0, NULL, &a);
+    *f = tu_add_node1(g, IR_OP_Neg, "f", 1, &a, 0, NULL, &fv);
+    tu_add_node1(g, IR_OP_Sigmoid, "sig", 1, &fv, 0, NULL, &sg);
+    *b = tu_add_node1(g, IR_OP_Mul, "b", 2, (int[]){a, sg}, 0, NULL, &bv);
+    *c = tu_add_node1(g, IR_OP_Exp, "c", 1, &a, 0, NULL, &cv);
+    tu_add_node1(g, IR_OP_Add, "y", 2, (int[]){bv, cv}, 0, NULL, &y);
+    ir_graph_add_output(g, y);
+    g->values[y].flags |= IR_VF_OUTPUT;
+    return g;
+}
+
+static void test_late_readers(void **state) {
+    (void)state;
+    int f, b, c;
+    ir_graph *g = build_late(&f, &b, &c);
+    rt_result ref;
+    run(g, NULL, &ref);
+    uint32_t relu = g->nodes[0].id, fid = g->nodes[f].id;
+    for (int kind = 0; kind < 2; kind++)
+        for (int which = 0; which < 2; which++) {
+            rw_rewrite r = {.kind = kind ? RW_SWAP : RW_REMAT,
+                            .node_id = relu,
+                            .user_id = g->nodes[which ? c : b].id};
+            if (kind == 0 && which == 1) {
+                ir_diag d = {{0}};
+                ir_status st;
+                int nt;
+                uint32_t t[RW_MAX_TOUCHED];
+                assert_null(rw_apply(g, &r, t, &nt, &st, &d));
+                assert_int_equal(st, IR_ERR_INVALID);
+                assert_non_null(strstr(d.msg, "every reader"));
+                continue;
+            }
+            ir_graph *g2 = check_apply(g, &r, &ref, "late readers", NULL, NULL);
+            int a = g->nodes[0].out[0];
+            for (int i = 0; i < g2->n_nodes; i++) {
+                const ir_node *n = &g2->nodes[i];
+                if (n->op != IR_OP_Neg && n->op != IR_OP_Mul && n->op != IR_OP_Exp) continue;
+                bool keeps = n->in[0] == a; /* the value ids below a are unchanged */
+                if (keeps != (n->id == fid && which == 0))
+                    fail_msg("%s for %s: '%s' %s the original", rw_kind_name(r.kind),
+                             which ? "c" : "b", n->name, keeps ? "reads" : "does not read");
+            }
+            ir_graph_free(g2);
+        }
+    rt_result_free(&ref);
+    ir_graph_free(g);
+}
+
 /* H2 proper: on the fixtures' own hot-spots there is nothing to rematerialize or swap. */
 static void test_h2_filters(void **state) {
     rw_rewrite *c = malloc(sizeof(rw_rewrite) * MAX_CAND);
@@ -329,9 +419,8 @@ static void test_random_sequences(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_built),
-        cmocka_unit_test(test_h2_filters),
-        cmocka_unit_test(test_fixture_kinds),
+        cmocka_unit_test(test_hand_built),       cmocka_unit_test(test_late_readers),
+        cmocka_unit_test(test_h2_filters),       cmocka_unit_test(test_fixture_kinds),
         cmocka_unit_test(test_random_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

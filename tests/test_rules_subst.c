@@ -215,6 +215,7 @@ static void test_rule_names(void **state) {
     (void)state;
     assert_string_equal(rw_subst_rule_name(RW_SUBST_MERGE_MATMUL), "merge-matmul");
     assert_string_equal(rw_subst_rule_name(RW_SUBST_LAYOUT_ELIM), "layout-elim");
+    assert_string_equal(rw_subst_rule_name(RW_SUBST_FOLD_WEIGHTS), "fold-weights");
     assert_string_equal(rw_subst_rule_name(RW_SUBST_RULE_COUNT), "?");
     assert_string_equal(rw_kind_name(RW_SUBST), "subst");
 }
@@ -853,11 +854,53 @@ static const char *const fixtures[] = {
 /* Every candidate applied once (apply_ok: within 1e-5 of the original), within 1e-4 of
  * PyTorch; then the rules applied to a fixed point (concat-matmul left out: its two directions
  * undo each other), within 1e-5 and 1e-4 again. */
+/* fold-weights: MatMul(x, Transpose(Slice(W))) with W an initializer weight (a parameter with
+ * data, as nn.MultiheadAttention's in-projection exports): the Slice folds, then the Transpose,
+ * leaving the MatMul on a constant; outputs bit-identical. A Transpose of a graph input without
+ * data, or of the activation x, is not a candidate. */
+static void test_fold_weights(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    g->opset = 17;
+    int x = input(g, "x", TU_SHAPE(4, 8)), w = constant(g, "W", TU_SHAPE(24, 8), 5);
+    g->values[w].flags |= IR_VF_PARAM;
+    int v = input(g, "V", TU_SHAPE(8, 8)); /* a weight without data: a training graph's */
+    int st = ints_const(g, "starts", 1, (int64_t[]){8}),
+        en = ints_const(g, "ends", 1, (int64_t[]){16}),
+        ax = ints_const(g, "axes", 1, (int64_t[]){0});
+    int ws, wt, vt, xt, y, z, u;
+    int64_t p10[2] = {1, 0};
+    ir_attr at = tu_attr_ints("perm", 2, p10);
+    uint32_t slice = NODE(g, IR_OP_Slice, "slice", &ws, w, st, en, ax);
+    uint32_t tw = node(g, IR_OP_Transpose, "tw", 1, &ws, 1, &at, &wt);
+    uint32_t tv = node(g, IR_OP_Transpose, "tv", 1, &v, 1, &at, &vt);
+    uint32_t tx = node(g, IR_OP_Transpose, "tx", 1, &x, 1, &at, &xt);
+    NODE(g, IR_OP_MatMul, "mm", &y, x, wt);
+    NODE(g, IR_OP_MatMul, "mm_v", &z, y, vt);
+    NODE(g, IR_OP_MatMul, "mm_x", &u, xt, z);
+    ir_graph_add_output(g, u);
+    assert_int_equal(count_rule(g, RW_SUBST_FOLD_WEIGHTS), 1); /* the Slice; tw after it */
+    apply_refused(g, subst(RW_SUBST_FOLD_WEIGHTS, tw, 0));
+    apply_refused(g, subst(RW_SUBST_FOLD_WEIGHTS, tv, 0));
+    apply_refused(g, subst(RW_SUBST_FOLD_WEIGHTS, tx, 0));
+    /* V gets the same seeded data in both runs (fill_missing_data) */
+    ir_graph *g2 = apply_ok(g, subst(RW_SUBST_FOLD_WEIGHTS, slice, 0), NULL, 0);
+    assert_int_equal(count_op(g2, IR_OP_Slice), 0);
+    assert_int_equal(count_rule(g2, RW_SUBST_FOLD_WEIGHTS), 1);
+    ir_graph *g3 = apply_ok(g2, subst(RW_SUBST_FOLD_WEIGHTS, tw, 0), NULL, 0);
+    assert_int_equal(count_op(g3, IR_OP_Transpose), 2); /* tv and tx stay */
+    assert_int_equal(count_rule(g3, RW_SUBST_FOLD_WEIGHTS), 0);
+    assert_int_equal(ir_graph_find_value(g3, "W"), -1); /* the packed weight is gone */
+    ir_graph_free(g3);
+    ir_graph_free(g2);
+    ir_graph_free(g);
+}
+
 static void test_fixtures(void **state) {
     (void)state;
     static rw_rewrite c[MAX_CAND];
-    fprintf(stderr, "%-26s %6s %6s %6s %6s %6s %6s | %5s %9s %9s\n", "fixture", "mm", "conv",
-            "catmm", "reass", "dist", "layout", "fixpt", "err_orig", "err_torch");
+    fprintf(stderr, "%-26s %6s %6s %6s %6s %6s %6s %6s | %5s %9s %9s\n", "fixture", "mm", "conv",
+            "catmm", "reass", "dist", "layout", "fold", "fixpt", "err_orig", "err_torch");
     for (int fi = 0; fi < N_FIXTURES; fi++) {
         fixture f;
         fixture_load(&f, fixtures[fi]);
@@ -889,10 +932,10 @@ static void test_fixtures(void **state) {
         }
         assert_true(steps < 500);
         double eo = rel_err_vs(&f, g), et = torch_err(&f, g);
-        fprintf(stderr, "%-26s %6d %6d %6d %6d %6d %6d | %5d %9.2e %9.2e\n", f.name,
+        fprintf(stderr, "%-26s %6d %6d %6d %6d %6d %6d %6d | %5d %9.2e %9.2e\n", f.name,
                 per[RW_SUBST_MERGE_MATMUL], per[RW_SUBST_MERGE_CONV], per[RW_SUBST_CONCAT_MATMUL],
-                per[RW_SUBST_REASSOC], per[RW_SUBST_DISTRIBUTE], per[RW_SUBST_LAYOUT_ELIM], steps,
-                eo, et);
+                per[RW_SUBST_REASSOC], per[RW_SUBST_DISTRIBUTE], per[RW_SUBST_LAYOUT_ELIM],
+                per[RW_SUBST_FOLD_WEIGHTS], steps, eo, et);
         if (eo > REWRITE_TOL || et > TORCH_TOL)
             fail_msg("%s: after %d rewrites off by %g (original), %g (PyTorch)", f.name, steps, eo,
                      et);
@@ -1012,6 +1055,7 @@ int main(void) {
         cmocka_unit_test(test_layout_transposes),
         cmocka_unit_test(test_layout_reshapes),
         cmocka_unit_test(test_layout_identity_outputs),
+        cmocka_unit_test(test_fold_weights),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fixture_merge_latency),
         cmocka_unit_test(test_qkv_merge_latency),

@@ -233,6 +233,53 @@ static void test_place_swaps(void **state) {
     ir_graph_free(g);
 }
 
+/* Two Loads whose users run back to back share the copy stream: placed each on its own, the
+ * second would wait for the first and stall its user. x[1,64,128,128] (4 MiB): a = Relu(x),
+ * b = Neg(x), both stored; a pooled chain of n_mid tiny Sigmoids; then y1 = Add(Load(a), c),
+ * y = Add(Load(b), y1). Placed, every transfer hides behind compute: the simulated latency is
+ * the compute ops' costs summed. */
+static void test_place_swaps_share_stream(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    int x = add_input(g, "x", TU_SHAPE(1, 64, 128, 128));
+    int a, b, ha, hb, c, la, lb, y1, y;
+    add_node(g, IR_OP_Relu, "a", 1, &x, &a);
+    add_node(g, IR_OP_Neg, "b", 1, &x, &b);
+    add_node(g, IR_OP_Store, "store_a", 1, &a, &ha);
+    add_node(g, IR_OP_Store, "store_b", 1, &b, &hb);
+    add_node(g, IR_OP_ReduceMean, "pool", 1, &x, &c);
+    for (int i = 0; i < 300; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "m%d", i);
+        add_node(g, IR_OP_Sigmoid, nm, 1, &c, &c);
+    }
+    add_node(g, IR_OP_Load, "load_a", 1, &ha, &la);
+    add_node(g, IR_OP_Load, "load_b", 1, &hb, &lb);
+    add_node(g, IR_OP_Add, "y1", 2, (int[]){la, c}, &y1);
+    add_node(g, IR_OP_Add, "y", 2, (int[]){lb, y1}, &y);
+    ir_graph_add_output(g, y);
+    int n = g->n_nodes, *placed = malloc(sizeof(int) * (size_t)n);
+    int *order = sched_eager_order(g);
+    ir_diag d = {{0}};
+    assert_int_equal(sched_place_swaps(g, order, cost, placed, &d), IR_OK);
+    assert_true(sched_order_valid(g, placed, n));
+    double compute = 0;
+    for (int i = 0; i < n; i++)
+        if (g->nodes[i].op != IR_OP_Store && g->nodes[i].op != IR_OP_Load)
+            compute += prof_node_seconds(cost, g, &g->nodes[i]);
+    sched_sim sn, sp;
+    simulate(g, order, &sn);
+    simulate(g, placed, &sp);
+    assert_true(sn.latency_s > compute + prof_transfer_seconds(cost, 4 * MIB)); /* eager stalls */
+    if (!(fabs(sp.latency_s - compute) <= 1e-9 * compute))
+        fail_msg("placed: latency %.9g s, the compute alone %.9g s", sp.latency_s, compute);
+    sched_sim_free(&sn);
+    sched_sim_free(&sp);
+    free(order);
+    free(placed);
+    ir_graph_free(g);
+}
+
 static void test_invalid_order(void **state) {
     ir_graph *g = swap_graph();
     int bad[6] = {1, 0, 2, 3, 4, 5};
@@ -251,6 +298,7 @@ int main(void) {
         cmocka_unit_test(test_memory_accounting),
         cmocka_unit_test(test_executor_matches),
         cmocka_unit_test(test_place_swaps),
+        cmocka_unit_test(test_place_swaps_share_stream),
         cmocka_unit_test(test_invalid_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

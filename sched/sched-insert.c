@@ -1,0 +1,85 @@
+/* sched-insert.c - re-scheduling after a rewrite that only adds nodes next to their readers or
+ * removes nodes (remat, swap and their inverses; schedule.h, sched_insert_new).
+ *
+ * The old order is kept for every node both graphs have (matched by stable id); a node g_new
+ * adds goes right before its first reader in that order (as late as it can run, which is where
+ * a recompute or a Load belongs; sched_place_swaps then moves Stores and Loads to their own
+ * places), new nodes read by new nodes before them. A node without readers goes last. Sorting
+ * the new nodes by (anchor, node index) does both: node indices are topological. Removed nodes
+ * drop out. The result is checked with sched_order_valid.
+ *
+ * Why not the DP window (sched_incremental): a remat or swap touches its producer and its
+ * readers, which a training graph puts a forward and a backward apart, so the window spans most
+ * of the graph and its re-ordering replaces an order the search has refined with the DP's own,
+ * often a worse one for the state at hand (BERT: a swap raised the peak it was meant to lower). */
+#include "sched-impl.h"
+
+#include <stdlib.h>
+
+typedef struct anchored {
+    int at;   /* position in the old order it goes before (n_old: the end) */
+    int node; /* its index in g_new */
+} anchored;
+
+static int cmp_anchored(const void *pa, const void *pb) {
+    const anchored *a = pa, *b = pb;
+    if (a->at != b->at) return (a->at > b->at) - (a->at < b->at);
+    return (a->node > b->node) - (a->node < b->node);
+}
+
+ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir_graph *g_new,
+                           int *new_order, ir_diag *d) {
+    int n_old = g_old->n_nodes, n = g_new->n_nodes;
+    uint32_t hi = 0;
+    for (int i = 0; i < n; i++) hi = g_new->nodes[i].id > hi ? g_new->nodes[i].id : hi;
+    for (int i = 0; i < n_old; i++) hi = g_old->nodes[i].id > hi ? g_old->nodes[i].id : hi;
+    size_t nn = (size_t)n + 1;
+    int *new_of_id = malloc(sizeof(int) * ((size_t)hi + 1));
+    int *pos = malloc(sizeof(int) * nn); /* g_new node -> old position, -1 for new nodes */
+    int *anchor = malloc(sizeof(int) * nn);
+    anchored *fresh = malloc(sizeof(anchored) * nn);
+    ir_status st = IR_OK;
+    if (!new_of_id || !pos || !anchor || !fresh) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory re-scheduling %d nodes", n);
+        goto out;
+    }
+    for (uint32_t id = 0; id <= hi; id++) new_of_id[id] = -1;
+    for (int i = 0; i < n; i++) {
+        new_of_id[g_new->nodes[i].id] = i;
+        pos[i] = -1;
+    }
+    for (int s = 0; s < n_old; s++) {
+        int x = new_of_id[g_old->nodes[old_order[s]].id];
+        if (x >= 0) pos[x] = s;
+    }
+    /* Anchors in reverse index order (reverse topological): every reader of a node has a higher
+     * index, so a new node's anchor is final when the loop reaches it. */
+    for (int i = 0; i < n; i++) anchor[i] = pos[i] >= 0 ? pos[i] : n_old;
+    int n_fresh = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (pos[i] < 0) fresh[n_fresh++] = (anchored){.at = anchor[i], .node = i};
+        const ir_node *nd = &g_new->nodes[i];
+        for (int k = 0; k < nd->n_in; k++) {
+            int p = nd->in[k] >= 0 ? g_new->values[nd->in[k]].producer : -1;
+            if (p >= 0 && pos[p] < 0 && anchor[i] < anchor[p]) anchor[p] = anchor[i];
+        }
+    }
+    qsort(fresh, (size_t)n_fresh, sizeof *fresh, cmp_anchored);
+    int w = 0, f = 0;
+    for (int s = 0; s <= n_old; s++) {
+        while (f < n_fresh && fresh[f].at == s) new_order[w++] = fresh[f++].node;
+        if (s == n_old) break;
+        int x = new_of_id[g_old->nodes[old_order[s]].id];
+        if (x >= 0) new_order[w++] = x;
+    }
+    if (w != n || !sched_order_valid(g_new, new_order, n))
+        st = ir_diag_set(d, IR_ERR_INVALID,
+                         "re-scheduling by insertion: the new nodes cannot go before their "
+                         "readers in the old order");
+out:
+    free(new_of_id);
+    free(pos);
+    free(anchor);
+    free(fresh);
+    return st;
+}
