@@ -8,6 +8,12 @@
  * the new nodes by (anchor, node index) does both: node indices are topological. Removed nodes
  * drop out. The result is checked with sched_order_valid.
  *
+ * A fission's one-copy graph is rebuilt for every state, its fission ops numbered in the order
+ * they are made: when S changes (a swap's Store and Load join it) an id may name another fission
+ * op than in the parent, or a node the rewrite added. Where either graph has a fission op under
+ * an id, the node counts as the old one only if it has the same op, output shape and producers
+ * of its inputs; otherwise it is placed like a new node.
+ *
  * Why not the DP window (sched_incremental): a remat or swap touches its producer and its
  * readers, which a training graph puts a forward and a backward apart, so the window spans most
  * of the graph and its re-ordering replaces an order the search has refined with the DP's own,
@@ -25,6 +31,30 @@ static int cmp_anchored(const void *pa, const void *pb) {
     const anchored *a = pa, *b = pb;
     if (a->at != b->at) return (a->at > b->at) - (a->at < b->at);
     return (a->node > b->node) - (a->node < b->node);
+}
+
+static bool is_fission_op(ir_op_kind op) {
+    return op == IR_OP_FissionSlice || op == IR_OP_FissionBuffer || op == IR_OP_FissionAssemble ||
+           op == IR_OP_FissionAccumulate;
+}
+
+/* Is node a of g_old the same fission op as node b of g_new (see the top)? */
+static bool same_fission_op(const ir_graph *g_old, int a, const ir_graph *g_new, int b) {
+    const ir_node *x = &g_old->nodes[a], *y = &g_new->nodes[b];
+    if (x->op != y->op || x->n_in != y->n_in || x->n_out != y->n_out) return false;
+    for (int k = 0; k < x->n_out; k++) {
+        if ((x->out[k] < 0) != (y->out[k] < 0)) return false;
+        if (x->out[k] >= 0 &&
+            !ir_shape_eq(&g_old->values[x->out[k]].shape, &g_new->values[y->out[k]].shape))
+            return false;
+    }
+    for (int k = 0; k < x->n_in; k++) {
+        int p = x->in[k] >= 0 ? g_old->values[x->in[k]].producer : -1;
+        int q = y->in[k] >= 0 ? g_new->values[y->in[k]].producer : -1;
+        if ((p < 0) != (q < 0) || (p >= 0 && g_old->nodes[p].id != g_new->nodes[q].id))
+            return false;
+    }
+    return true;
 }
 
 ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir_graph *g_new,
@@ -49,7 +79,10 @@ ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir
         pos[i] = -1;
     }
     for (int s = 0; s < n_old; s++) {
-        int x = new_of_id[g_old->nodes[old_order[s]].id];
+        int o = old_order[s], x = new_of_id[g_old->nodes[o].id];
+        if (x >= 0 && (is_fission_op(g_old->nodes[o].op) || is_fission_op(g_new->nodes[x].op)) &&
+            !same_fission_op(g_old, o, g_new, x))
+            x = -1;
         if (x >= 0) pos[x] = s;
     }
     /* Anchors in reverse index order (reverse topological): every reader of a node has a higher
@@ -70,7 +103,7 @@ ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir
         while (f < n_fresh && fresh[f].at == s) new_order[w++] = fresh[f++].node;
         if (s == n_old) break;
         int x = new_of_id[g_old->nodes[old_order[s]].id];
-        if (x >= 0) new_order[w++] = x;
+        if (x >= 0 && pos[x] == s) new_order[w++] = x;
     }
     if (w != n || !sched_order_valid(g_new, new_order, n))
         st = ir_diag_set(d, IR_ERR_INVALID,

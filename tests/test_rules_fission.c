@@ -535,6 +535,23 @@ static void test_swap_inside(void **state) {
     rw_fission fc = make_fission(g2, dg2, comp, closed, nc, 2);
     int comps[1] = {comp};
     check_case(g2, &fc, 1, comps, dg2, "mlp whole n=2 with a swap inside");
+    /* The one-copy graph re-made after the swap numbers its fission ops anew (two ids later):
+     * re-scheduling by insertion from the one-copy graph before it still gives a valid order. */
+    rw_fission f0 = make_fission(g, dg, comp, all, nall, 2);
+    uint32_t *tb = malloc(sizeof(uint32_t) * RW_MAX_FISSION_TOUCHED);
+    int ntb = 0;
+    ir_graph *one = rw_fission_apply(g, &f0, 1, tb, &ntb, &d),
+             *one2 = rw_fission_apply(g2, &fc, 1, tb, &ntb, &d);
+    assert_non_null(one);
+    assert_non_null(one2);
+    int *o1 = sched_eager_order(one), *o2 = malloc(sizeof(int) * (size_t)one2->n_nodes);
+    if (sched_insert_new(one, o1, one2, o2, &d) != IR_OK) fail_msg("insertion: %s", d.msg);
+    assert_true(sched_order_valid(one2, o2, one2->n_nodes));
+    free(o1);
+    free(o2);
+    free(tb);
+    ir_graph_free(one);
+    ir_graph_free(one2);
     fc.parts = 4;
     check_case(g2, &fc, 1, comps, dg2, "mlp whole n=4 with a swap inside");
     /* the Store without its Load: the host value would leave the region */
