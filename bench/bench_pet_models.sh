@@ -104,7 +104,12 @@ source_of() {
 bake() {
     "$PY" - "$1" "$2" "$3" <<'EOF'
 import sys, zlib, numpy as np, onnx
-from onnx import numpy_helper as nh, mapping
+from onnx import numpy_helper as nh, helper
+try:
+    np_type = helper.tensor_dtype_to_np_dtype  # onnx >= 1.13
+except AttributeError:
+    from onnx import mapping
+    np_type = mapping.TENSOR_TYPE_TO_NP_TYPE.__getitem__
 src, dst, npy = sys.argv[1:4]
 m = onnx.load(src)
 g = m.graph
@@ -115,7 +120,7 @@ for k, inp in enumerate(g.input):
         continue
     t = inp.type.tensor_type
     shape = [d.dim_value for d in t.shape.dim]
-    dt = mapping.TENSOR_TYPE_TO_NP_TYPE[t.elem_type]
+    dt = np_type(t.elem_type)
     rng = np.random.default_rng(zlib.crc32(inp.name.encode()))
     if k == 0:
         keep.append(inp)

@@ -430,6 +430,31 @@ static void test_cnn_batch(void **state) {
     ir_graph_free(g);
 }
 
+/* Applies a remat or swap (kind) to the output of the first ReLU of S (ids all[0..nall)) that
+ * has two readers, for its last reader, which must be in S too; returns the new graph. */
+static ir_graph *rewrite_first_relu(const ir_graph *g, const uint32_t *all, int nall, int kind) {
+    rw_rewrite r = {.kind = kind};
+    for (int i = 0; i < g->n_nodes && !r.node_id; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_Relu || !bsearch(&n->id, all, (size_t)nall, sizeof *all, cmp_u32))
+            continue;
+        int last = -1, readers = 0;
+        for (int j = i + 1; j < g->n_nodes; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == n->out[0]) last = j, readers++;
+        if (readers >= 2 && bsearch(&g->nodes[last].id, all, (size_t)nall, sizeof *all, cmp_u32))
+            r.node_id = n->id, r.user_id = g->nodes[last].id;
+    }
+    assert_true(r.node_id != 0);
+    ir_diag d = {{0}};
+    ir_status st;
+    uint32_t touched[RW_MAX_TOUCHED];
+    int nt = 0;
+    ir_graph *g2 = rw_apply(g, &r, touched, &nt, &st, &d);
+    if (!g2) fail_msg("%s: %s", rw_kind_name(kind), d.msg);
+    return g2;
+}
+
 /* A remat inside a region (MAGIS 5.2 rules on the F-Trans region's one copy): in the MLP's
  * whole training graph, a ReLU's output is rematerialized for its later reader; the copy lies
  * between two nodes of S, rw_fission_closure adds it (and nothing else), and the fission of the
@@ -448,25 +473,8 @@ static void test_remat_inside(void **state) {
     assert_memory_equal(closed, all, sizeof(uint32_t) * (size_t)nall);
     free(closed);
     /* the first ReLU of S with two readers in S: remat it for the later one */
-    rw_rewrite r = {.kind = RW_REMAT};
-    for (int i = 0; i < g->n_nodes && !r.node_id; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_Relu || !bsearch(&n->id, all, (size_t)nall, sizeof *all, cmp_u32))
-            continue;
-        int last = -1, readers = 0;
-        for (int j = i + 1; j < g->n_nodes; j++)
-            for (int k = 0; k < g->nodes[j].n_in; k++)
-                if (g->nodes[j].in[k] == n->out[0]) last = j, readers++;
-        if (readers >= 2 && bsearch(&g->nodes[last].id, all, (size_t)nall, sizeof *all, cmp_u32))
-            r.node_id = n->id, r.user_id = g->nodes[last].id;
-    }
-    assert_true(r.node_id != 0);
+    ir_graph *g2 = rewrite_first_relu(g, all, nall, RW_REMAT);
     ir_diag d = {{0}};
-    ir_status st;
-    uint32_t touched[RW_MAX_TOUCHED];
-    int nt = 0;
-    ir_graph *g2 = rw_apply(g, &r, touched, &nt, &st, &d);
-    if (!g2) fail_msg("remat: %s", d.msg);
     rw_dgraph *dg2 = rw_dgraph_build(g2);
     /* without the copy, S is not convex any more */
     rw_fission f2 = make_fission(g2, dg2, comp, all, nall, 2);
@@ -500,25 +508,8 @@ static void test_swap_inside(void **state) {
     int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
     uint32_t *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
     int nall = pick_s(g, dg, comp, 0, g->n_nodes, all);
-    rw_rewrite r = {.kind = RW_SWAP};
-    for (int i = 0; i < g->n_nodes && !r.node_id; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_Relu || !bsearch(&n->id, all, (size_t)nall, sizeof *all, cmp_u32))
-            continue;
-        int last = -1;
-        for (int j = i + 1; j < g->n_nodes; j++)
-            for (int k = 0; k < g->nodes[j].n_in; k++)
-                if (g->nodes[j].in[k] == n->out[0]) last = j;
-        if (last >= 0 && bsearch(&g->nodes[last].id, all, (size_t)nall, sizeof *all, cmp_u32))
-            r.node_id = n->id, r.user_id = g->nodes[last].id;
-    }
-    assert_true(r.node_id != 0);
+    ir_graph *g2 = rewrite_first_relu(g, all, nall, RW_SWAP);
     ir_diag d = {{0}};
-    ir_status st;
-    uint32_t touched[RW_MAX_TOUCHED];
-    int nt = 0;
-    ir_graph *g2 = rw_apply(g, &r, touched, &nt, &st, &d);
-    if (!g2) fail_msg("swap: %s", d.msg);
     rw_dgraph *dg2 = rw_dgraph_build(g2);
     rw_fission f2 = make_fission(g2, dg2, comp, all, nall, 2);
     uint32_t *closed = NULL;

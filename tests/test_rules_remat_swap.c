@@ -256,14 +256,20 @@ static void check_kinds(const ir_graph *g, const char *what) {
 }
 
 /* x -> Relu -> a; Neg(a) -> b; Sigmoid(b) -> c; Add(a, c) -> y: a has a late second user. */
-static ir_graph *build_small(void) {
+/* A graph with one data input x[4,64] (its value id into *x). */
+static ir_graph *graph_with_input(int *x) {
     ir_graph *g = ir_graph_new();
     g->opset = 17;
     ir_shape s = TU_SHAPE(4, 64);
-    int x = ir_graph_add_value(g, "x", IR_F32, &s);
-    ir_graph_add_input(g, x);
-    g->values[x].flags |= IR_VF_DATA;
-    int a, b, c, y;
+    *x = ir_graph_add_value(g, "x", IR_F32, &s);
+    ir_graph_add_input(g, *x);
+    g->values[*x].flags |= IR_VF_DATA;
+    return g;
+}
+
+static ir_graph *build_small(void) {
+    int x, a, b, c, y;
+    ir_graph *g = graph_with_input(&x);
     tu_add_node1(g, IR_OP_Relu, "relu", 1, &x, 0, NULL, &a);
     tu_add_node1(g, IR_OP_Neg, "neg", 1, &a, 0, NULL, &b);
     tu_add_node1(g, IR_OP_Sigmoid, "sig", 1, &b, 0, NULL, &c);
@@ -303,13 +309,8 @@ static void test_hand_built(void **state) {
  * new value. For B = c no reader is an ancestor: a swap moves all three (a lives until its
  * Store), a remat is refused (the original would be computed for nobody). */
 static ir_graph *build_late(int *f, int *b, int *c) {
-    ir_graph *g = ir_graph_new();
-    g->opset = 17;
-    ir_shape s = TU_SHAPE(4, 64);
-    int x = ir_graph_add_value(g, "x", IR_F32, &s);
-    ir_graph_add_input(g, x);
-    g->values[x].flags |= IR_VF_DATA;
-    int a, fv, sg, bv, cv, y;
+    int x, a, fv, sg, bv, cv, y;
+    ir_graph *g = graph_with_input(&x);
     tu_add_node1(g, IR_OP_Relu, "relu", 1, &x, 0, NULL, &a);
     *f = tu_add_node1(g, IR_OP_Neg, "f", 1, &a, 0, NULL, &fv);
     tu_add_node1(g, IR_OP_Sigmoid, "sig", 1, &fv, 0, NULL, &sg);
