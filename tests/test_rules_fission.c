@@ -455,6 +455,17 @@ static ir_graph *rewrite_first_relu(const ir_graph *g, const uint32_t *all, int 
     return g2;
 }
 
+/* The MLP's training graph (batch 8), its D-graph, the batch's component and S = every node
+ * it splits (the whole training graph). */
+static ir_graph *mlp_whole(rw_dgraph **dg, int *comp, uint32_t **all, int *nall) {
+    ir_graph *g = load_train("mlp", "input", TU_SHAPE(8, 16));
+    *dg = rw_dgraph_build(g);
+    *comp = rw_dgraph_value_comp(*dg, g->inputs[0], 0);
+    *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
+    *nall = pick_s(g, *dg, *comp, 0, g->n_nodes, *all);
+    return g;
+}
+
 /* A remat inside a region (MAGIS 5.2 rules on the F-Trans region's one copy): in the MLP's
  * whole training graph, a ReLU's output is rematerialized for its later reader; the copy lies
  * between two nodes of S, rw_fission_closure adds it (and nothing else), and the fission of the
@@ -462,11 +473,10 @@ static ir_graph *rewrite_first_relu(const ir_graph *g, const uint32_t *all, int 
  * simulated one (check_case). On the graph S was found on, the closure is S itself. */
 static void test_remat_inside(void **state) {
     (void)state;
-    ir_graph *g = load_train("mlp", "input", TU_SHAPE(8, 16));
-    rw_dgraph *dg = rw_dgraph_build(g);
-    int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
-    uint32_t *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
-    int nall = pick_s(g, dg, comp, 0, g->n_nodes, all);
+    rw_dgraph *dg;
+    uint32_t *all;
+    int comp, nall;
+    ir_graph *g = mlp_whole(&dg, &comp, &all, &nall);
     rw_fission f = make_fission(g, dg, comp, all, nall, 2);
     uint32_t *closed = NULL;
     assert_int_equal(rw_fission_closure(g, &f, &closed), nall);
@@ -503,11 +513,10 @@ static void test_remat_inside(void **state) {
  * refused. */
 static void test_swap_inside(void **state) {
     (void)state;
-    ir_graph *g = load_train("mlp", "input", TU_SHAPE(8, 16));
-    rw_dgraph *dg = rw_dgraph_build(g);
-    int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
-    uint32_t *all = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
-    int nall = pick_s(g, dg, comp, 0, g->n_nodes, all);
+    rw_dgraph *dg;
+    uint32_t *all;
+    int comp, nall;
+    ir_graph *g = mlp_whole(&dg, &comp, &all, &nall);
     ir_graph *g2 = rewrite_first_relu(g, all, nall, RW_SWAP);
     ir_diag d = {{0}};
     rw_dgraph *dg2 = rw_dgraph_build(g2);
