@@ -485,9 +485,9 @@ bool xs_rule_inside_fission(int kind) {
  * with the new nodes right before their first readers (sched_insert_new) keeps what the search
  * refined and costs O(n), where the DP window around everything it touched (a remat's producer
  * and reader are a forward and a backward apart) would re-order most of a training graph, often
- * worse for the state at hand, at a hundred times the cost. A fission change rebuilds G_e's
- * groups and goes through incremental rescheduling (MAGIS Algorithm 2), as does an insertion
- * that is not a valid order (ids of G_e's fission ops that moved). */
+ * worse for the state at hand, at several times the cost (BERT's schedule phase: 5.8 ms a state
+ * before, 0.7 ms after). A fission change rebuilds G_e's groups and goes through incremental
+ * rescheduling (MAGIS Algorithm 2), as does an insertion that is not a valid order. */
 static ir_status reschedule(const xs_ctx *c, const xs_mat *p, const rw_rewrite *r,
                             const ir_graph *ge, const uint32_t *touched, int nt, int *order,
                             ir_diag *d) {
