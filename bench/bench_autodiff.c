@@ -13,17 +13,6 @@
 
 #include "ir.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct result {
     const char *what;
     int nodes, outputs;
@@ -35,9 +24,9 @@ static int bench(const ir_graph *g, const ir_train_opts *o, int reps, result *r)
     for (int i = 0; i < reps; i++) {
         ir_diag d = {{0}};
         ir_status st;
-        double t0 = now();
+        double t0 = ir_now_seconds();
         ir_graph *tg = ir_build_training(g, o, &st, &d);
-        t[i] = now() - t0;
+        t[i] = ir_now_seconds() - t0;
         if (!tg) {
             fprintf(stderr, "bench_autodiff: %s\n", d.msg);
             free(t);
@@ -47,7 +36,7 @@ static int bench(const ir_graph *g, const ir_train_opts *o, int reps, result *r)
         r->outputs = tg->n_outputs;
         ir_graph_free(tg);
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, ir_cmp_double);
     r->best = t[0];
     r->median = t[reps / 2];
     free(t);
@@ -77,9 +66,9 @@ int main(int argc, char **argv) {
     ir_import_opts io = {0};
     ir_diag d = {{0}};
     ir_status st;
-    double t0 = now();
+    double t0 = ir_now_seconds();
     ir_graph *g = ir_onnx_load(model, &io, &st, &d);
-    double t_import = now() - t0;
+    double t_import = ir_now_seconds() - t0;
     if (!g) {
         fprintf(stderr, "bench_autodiff: %s\n", d.msg);
         return 1;

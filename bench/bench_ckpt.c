@@ -24,11 +24,6 @@
 
 #include "ckpt-search.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 /* CPU time of this process: on a loaded machine, what the work costs without the waiting */
 static double cpu(void) {
     struct timespec ts;
@@ -72,7 +67,7 @@ static result run_once(const uint64_t *src, uint64_t *work, size_t n, int codec,
         .model_path = "bench.onnx", .model_hash = 1, .options_hash = 2, .zstd_level = level};
     memcpy(work, src, n * sizeof *work); /* the explorer's copy of its set (xp_fpset_copy) */
 
-    double c0 = cpu(), t0 = now();
+    double c0 = cpu(), t0 = ir_now_seconds();
     ckpt_writer *w = ckpt_writer_init(&m, &st, &d);
     if (!w) die("init", &d);
     ckpt_buf b = {0};
@@ -83,10 +78,10 @@ static result run_once(const uint64_t *src, uint64_t *work, size_t n, int codec,
         for (size_t i = 0; i < n; i++) ckpt_put_u64(&b, work[i]);
     }
     res.section_bytes = b.len;
-    double t1 = now();
+    double t1 = ir_now_seconds();
     if (ckpt_writer_section_buf(w, CKPT_TAG_FPSET, &b, &d) != IR_OK) die("section", &d);
     if (ckpt_writer_commit(w, path, &d) != IR_OK) die("commit", &d);
-    double t2 = now(), c2 = cpu();
+    double t2 = ir_now_seconds(), c2 = cpu();
     ckpt_writer_free(w);
     res.write_cpu_s = c2 - c0;
     res.encode_s = t1 - t0;
@@ -94,7 +89,7 @@ static result run_once(const uint64_t *src, uint64_t *work, size_t n, int codec,
     struct stat sb;
     if (stat(path, &sb) == 0) res.file_bytes = (size_t)sb.st_size;
 
-    double t3 = now();
+    double t3 = ir_now_seconds();
     ckpt_reader *r = ckpt_open(path, &st, &d);
     if (!r) die("open", &d);
     const uint8_t *p;
@@ -115,7 +110,7 @@ static result run_once(const uint64_t *src, uint64_t *work, size_t n, int codec,
         for (size_t i = 0; ok && i < n; i++) ok = ckpt_get_u64(&c, &got[i]);
         got_n = n;
     }
-    double t4 = now();
+    double t4 = ir_now_seconds();
     res.read_s = t4 - t3;
     /* work holds what was encoded (sorted in place by the codec), so compare with it */
     if (!ok || !ckpt_cur_done(&c) || got_n != n || memcmp(got, work, n * sizeof *got) != 0) {
@@ -206,25 +201,25 @@ static int run_search(size_t n, uint32_t k, int reps, const char *path, int leve
     ir_diag d = {{0}};
     ir_status st;
     for (int rep = 0; rep < reps; rep++) {
-        double c0 = cpu(), t0 = now();
+        double c0 = cpu(), t0 = ir_now_seconds();
         ckpt_writer *wr = ckpt_writer_init(&m, &st, &d);
         if (!wr) die("init", &d);
         if (ckpt_put_args(wr, 8, args, &d) != IR_OK || ckpt_put_profile(wr, &prof, &d) != IR_OK ||
             ckpt_put_snapshot(wr, &s, &d) != IR_OK)
             die("encode", &d);
         if (ckpt_writer_commit(wr, path, &d) != IR_OK) die("commit", &d);
-        w[rep] = now() - t0;
+        w[rep] = ir_now_seconds() - t0;
         wc[rep] = cpu() - c0;
         ckpt_writer_free(wr);
         struct stat sb;
         if (stat(path, &sb) == 0) file_bytes = (size_t)sb.st_size;
 
-        double t3 = now();
+        double t3 = ir_now_seconds();
         ckpt_reader *r = ckpt_open(path, &st, &d);
         if (!r) die("open", &d);
         xs_snapshot got;
         if (ckpt_get_snapshot(r, &got, &d) != IR_OK) die("decode", &d);
-        rd[rep] = now() - t3;
+        rd[rep] = ir_now_seconds() - t3;
         if (got.n_fps != s.n_fps || got.n_states != s.n_states || got.n_frontier != k) {
             fprintf(stderr, "bench_ckpt: decoded snapshot differs from the input\n");
             exit(1);

@@ -25,11 +25,6 @@
 #include "explorer.h"
 #include "prof.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void die(const char *what, const ir_diag *d) {
     fprintf(stderr, "bench_explorer: %s: %s\n", what, d->msg);
     exit(1);
@@ -89,7 +84,7 @@ static int scaling(const ir_graph *g, const char *model, const xs_options *base,
     printf("threads  states/s  speedup  efficiency\n");
     double first = 0;
     for (int k = 0; k < n; k++) {
-        qsort(rate[k], (size_t)reps, sizeof(double), cmp_double);
+        qsort(rate[k], (size_t)reps, sizeof(double), ir_cmp_double);
         double med = rate[k][reps / 2];
         if (k == 0) first = med;
         double sp = med / first;
@@ -204,7 +199,7 @@ int main(int argc, char **argv) {
     }
     double med[3];
     for (int t = 0; t < 3; t++) {
-        qsort(rate[t], (size_t)reps, sizeof(double), cmp_double);
+        qsort(rate[t], (size_t)reps, sizeof(double), ir_cmp_double);
         med[t] = rate[t][reps / 2];
     }
     printf("model %s (%d nodes), %zu distinct states per run (%llu and %llu explored), median "

@@ -19,12 +19,6 @@
 
 #define MAX_TOUCHED 64
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static size_t peak_of(const ir_graph *g, const int *order) {
     sched_memory m;
     ir_diag d = {{0}};
@@ -101,11 +95,11 @@ int main(int argc, char **argv) {
         int n2 = g2->n_nodes;
         int *inc = malloc(sizeof(int) * (size_t)n2), *full = malloc(sizeof(int) * (size_t)n2);
         if (!inc || !full) return 1;
-        double t0 = now();
+        double t0 = ir_now_seconds();
         ir_status st = sched_incremental(g, order, g2, touched, nt, NULL, inc, &d);
-        double t1 = now();
+        double t1 = ir_now_seconds();
         if (st == IR_OK) st = sched_order_memory(g2, NULL, full, NULL, &d);
-        double t2 = now();
+        double t2 = ir_now_seconds();
         if (st != IR_OK) {
             fprintf(stderr, "bench_incremental: case %d: %s\n", c, d.msg);
             return 1;

@@ -17,17 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int64_t max_states; /* --max-states, 0: the default */
 static bool verbose;
 
@@ -63,9 +52,9 @@ static int run_model(const char *path, int rounds, int depth, int max_sp, prof_m
                           .max_states = max_states,
                           .cost = cost};
         pet_mutant_list l = {0};
-        double t0 = now_s();
+        double t0 = ir_now_seconds();
         st = pet_gen_optimize(prog, &o, &l, &d);
-        double dt = now_s() - t0;
+        double dt = ir_now_seconds() - t0;
         if (st != IR_OK) {
             fprintf(stderr, "bench_pet_gen: sub-program %d: %s\n", p, d.msg);
         } else {
@@ -89,7 +78,7 @@ static int run_model(const char *path, int rounds, int depth, int max_sp, prof_m
         pet_mutant_list_free(&l);
         ir_graph_free(prog);
     }
-    qsort(times, (size_t)n, sizeof(double), cmp_double);
+    qsort(times, (size_t)n, sizeof(double), ir_cmp_double);
     const char *base = strrchr(path, '/');
     printf("%-18s r=%d depth=%d: %d sub-programs (of %d; largest %d nodes), %.2f s: %.3f s mean, "
            "%.3f s median, %.3f s max per sub-program; %lld mutants (%.0f/s), %lld enumerations, "

@@ -218,11 +218,6 @@ static void print_result(const run_ctx *c, const rt_result *r, const out_file *f
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* --repeat N: the first run warmed the heap, the caches and the thread pool; N more runs are
  * timed and r->wall_seconds becomes their median, the steady state a benchmark compares. The
  * outputs and measured peak are those of the last run (every run computes the same). */
@@ -236,7 +231,7 @@ static ir_status repeat_runs(run_ctx *c, const rt_options *ro, int n, rt_result 
         t[i] = r->wall_seconds;
     }
     if (st == IR_OK) {
-        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        qsort(t, (size_t)n, sizeof *t, ir_cmp_double);
         r->wall_seconds = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     }
     free(t);

@@ -66,12 +66,6 @@ static void restore_signals(const saved_signals *old) {
     sigaction(SIGUSR1, &old->usr1, NULL);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* g->nodes in the order of order (a topological permutation), producers renumbered. */
 static ir_status reorder_nodes(ir_graph *g, const int *order, ir_diag *d) {
     ir_node *nn = malloc(sizeof(ir_node) * ((size_t)g->n_nodes + 1));
@@ -204,10 +198,10 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
             CLI_EXIT_OK)
             goto out;
     }
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     if (!(g = cli_load_graph(path, o, false, &code))) goto out;
-    double t_load = now_s() - t0;
-    t0 = now_s();
+    double t_load = ir_now_seconds() - t0;
+    t0 = ir_now_seconds();
     if (!(m = open_cost(o, a, job, g, &code))) goto out;
     if ((st = sched_simulate(g, NULL, m, &eager, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, path);
@@ -224,7 +218,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     if ((a->xs.rules & XS_RULE_PET) && prof_is_measured(m) && !job->prof &&
         (code = profile_pet(m, g, &a->xs)) != CLI_EXIT_OK)
         goto out;
-    double t_profile = now_s() - t0;
+    double t_profile = ir_now_seconds() - t0;
     if (ck && (code = cli_ckpt_take_profile(ck, m)) != CLI_EXIT_OK) goto out;
     snprintf(device, sizeof device, "%s", prof_device(m));
     a->xs.limit = cli_limit_resolve(
@@ -256,7 +250,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         code = cli_fail_ir(st, &d, ck_failed ? NULL : path);
         goto out;
     }
-    t0 = now_s();
+    t0 = ir_now_seconds();
     /* the plan: the best graph with its fissions materialized (every part), nodes in the
      * schedule's order */
     ir_graph *best = r.best;
@@ -330,7 +324,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
-    rep.t_write = now_s() - t0;
+    rep.t_write = ir_now_seconds() - t0;
     if ((st = cli_write_atomic(p_report, cli_optimize_write_report, &rep, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;

@@ -99,8 +99,6 @@ typedef struct xs_eval {
     uint64_t fp;
 } xs_eval;
 
-double xs_now(void);
-
 /* The pool's key of a state under the mode (xs_better's order: the limited figure first). */
 static inline xp_key xs_key(const xs_ctx *c, size_t peak, double lat) {
     xp_key k;

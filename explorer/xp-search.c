@@ -266,9 +266,9 @@ static void cb_expand(void *ctx, xp_worker *xw, const void *state) {
         w->failed++;
         return;
     }
-    double t = xs_now();
+    double t = ir_now_seconds();
     int n = list_children(c, w, pm, &d);
-    w->phase[XS_PHASE_CANDIDATES] += xs_now() - t;
+    w->phase[XS_PHASE_CANDIDATES] += ir_now_seconds() - t;
     for (int i = 0; i < n && !xp_worker_should_stop(xw); i++) {
         xs_mat *cm = NULL;
         xs_eval ev;
@@ -384,12 +384,12 @@ static ir_status setup(const ir_graph *g, const xs_options *o, int threads, xs_c
         pet_find_opts po;
         xs_pet_options(o, &po);
         po.threads = threads;
-        double t0 = xs_now();
+        double t0 = ir_now_seconds();
         if ((st = pet_find_candidates(g, &po, &c->pet, d)) != IR_OK) {
             ir_diag_prefix(d, "PET candidates");
             goto out;
         }
-        r->pet_seconds = xs_now() - t0;
+        r->pet_seconds = ir_now_seconds() - t0;
     }
     if (!(c->root = xs_root_new(c, g, order, d))) {
         st = IR_ERR_NOMEM;
@@ -475,17 +475,17 @@ static ir_status checkpoint(xs_ctx *c, xp_pool *p, const ir_graph *g, xs_result 
     const xs_options *o = c->o;
     xs_snapshot s;
     ir_diag cd = {{0}};
-    double t0 = xs_now();
+    double t0 = ir_now_seconds();
     if (!final) xp_pool_pause(p);
     ir_status st = xs_snapshot_take(c, p, g, r, &s, &cd);
     if (!final) {
         xp_pool_resume(p);
-        r->checkpoint_pause_s += xs_now() - t0;
+        r->checkpoint_pause_s += ir_now_seconds() - t0;
     }
     if (st == IR_OK) {
-        double t1 = xs_now();
+        double t1 = ir_now_seconds();
         st = o->checkpoint(o->checkpoint_arg, &s, final, &cd);
-        r->checkpoint_write_s += xs_now() - t1;
+        r->checkpoint_write_s += ir_now_seconds() - t1;
         if (st == IR_OK) r->checkpoints++;
     }
     xs_snapshot_free(&s);
@@ -517,14 +517,14 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     double base_s = rs ? rs->elapsed_s : 0.0; /* search seconds of the earlier runs */
     xs_ctx c;
     xp_pool *p = NULL;
-    double t0 = xs_now();
+    double t0 = ir_now_seconds();
     ir_status st = setup(g, o, threads, &c, r, d);
     if (st != IR_OK) goto out;
     if (rs && ((st = xs_snapshot_check(rs, "checkpoint", d)) != IR_OK ||
                (st = xs_snapshot_match(rs, g, &c, r, d)) != IR_OK))
         goto out;
     r->resumes = rs ? rs->resumes + 1 : 0;
-    r->start_seconds = xs_now() - t0;
+    r->start_seconds = ir_now_seconds() - t0;
     xp_pool_opts po = pool_opts(o, &c, threads);
     xp_callbacks cb = {.expand = cb_expand, .better = cb_better, .free_state = cb_free};
     if (!(p = xp_pool_init(&po, &cb, &c))) {
@@ -543,10 +543,10 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
         }
     }
     double interval = o->progress_interval_s > 0 ? o->progress_interval_s : 1.0;
-    double t1 = xs_now(), next = t1 + interval;
+    double t1 = ir_now_seconds(), next = t1 + interval;
     /* one checkpoint at once, so that one exists from the first seconds on */
     if (o->checkpoint) checkpoint(&c, p, g, r, false, d);
-    double every = o->checkpoint_every_s, next_ckpt = xs_now() + every;
+    double every = o->checkpoint_every_s, next_ckpt = ir_now_seconds() + every;
     xp_pool_stats ps;
     for (;;) {
         xp_pool_get_stats(p, &ps, NULL, 0);
@@ -555,12 +555,12 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
             r->interrupted = true;
             xp_pool_request_stop(p);
         }
-        double t = xs_now();
+        double t = ir_now_seconds();
         bool now = o->checkpoint_now && *o->checkpoint_now;
         if (o->checkpoint && (now || (every > 0 && t >= next_ckpt))) {
             if (now) *o->checkpoint_now = 0;
             checkpoint(&c, p, g, r, false, d);
-            next_ckpt = xs_now() + every;
+            next_ckpt = ir_now_seconds() + every;
         }
         if (o->progress && t >= next) {
             const xs_state *b = xp_pool_best(p, NULL);
@@ -576,7 +576,7 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
         sleep_s(0.01);
     }
     xp_pool_wait(p);
-    r->search_seconds = xs_now() - t1;
+    r->search_seconds = ir_now_seconds() - t1;
     xp_pool_get_stats(p, &r->stats, NULL, 0);
     r->stats.seconds += base_s; /* the pool counts this run; the result the whole search */
     xs_state *b = (xs_state *)xp_pool_best(p, NULL);

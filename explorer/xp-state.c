@@ -26,12 +26,6 @@
  * rewrite anyway). */
 #define FISSION_ID_ALIGN 1024u
 
-double xs_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- shared graphs */
 
 static xs_graph *graph_wrap(ir_graph *g) {
@@ -274,7 +268,7 @@ xs_mat *xs_materialize(xs_ctx *c, xs_worker *w, xs_state *s, ir_diag *d) {
         return cur;
     }
     w->misses++;
-    double t0 = xs_now(), saved[XS_PHASE_COUNT];
+    double t0 = ir_now_seconds(), saved[XS_PHASE_COUNT];
     memcpy(saved, w->phase, sizeof saved);
     /* the path from s up to its nearest ancestor with a materialization (the pinned root at
      * worst); the states on it stay alive through s's references */
@@ -314,7 +308,7 @@ xs_mat *xs_materialize(xs_ctx *c, xs_worker *w, xs_state *s, ir_diag *d) {
     free(path);
     /* the replay's own rewrite/schedule/... time is charged to the replay phase alone */
     memcpy(w->phase, saved, sizeof saved);
-    w->phase[XS_PHASE_REPLAY] += xs_now() - t0;
+    w->phase[XS_PHASE_REPLAY] += ir_now_seconds() - t0;
     return cur;
 }
 
@@ -506,7 +500,7 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
     if (!m) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     atomic_init(&m->refs, 1);
     int nt = 0;
-    double t = xs_now();
+    double t = ir_now_seconds();
     if (!ft_kind) {
         ir_graph *nb = NULL;
         if (r->kind != RW_PET) {
@@ -561,9 +555,9 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
     /* a fission change re-schedules around the old and the new groups; a rewrite of G_b around
      * what it touched, plus fission nodes that appeared or went (none unless ids moved) */
     merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind, w->touched, &nt, XS_TOUCHED_CAP);
-    w->phase[XS_PHASE_REWRITE] += xs_now() - t;
+    w->phase[XS_PHASE_REWRITE] += ir_now_seconds() - t;
 
-    t = xs_now();
+    t = ir_now_seconds();
     const ir_graph *ge = m->ge->g;
     if (!(m->order = malloc(sizeof(int) * ((size_t)ge->n_nodes + 1)))) goto nomem;
     if (r->kind == RW_FT_MUTATE && same_order(p->ge->g, p->order, ge, m->order)) {
@@ -577,17 +571,17 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
                (has_swaps(ge) &&
                 (st = sched_place_swaps(ge, m->order, c->o->cost, m->order, d)) != IR_OK))
         goto fail;
-    w->phase[XS_PHASE_SCHEDULE] += xs_now() - t;
+    w->phase[XS_PHASE_SCHEDULE] += ir_now_seconds() - t;
 
-    t = xs_now();
+    t = ir_now_seconds();
     sched_sim sim = {0};
     if ((st = sched_simulate(ge, m->order, c->o->cost, &sim, d)) != IR_OK) goto fail;
     ev->peak = sim.peak_device_bytes;
     ev->lat = sim.latency_s;
     sched_sim_free(&sim);
-    w->phase[XS_PHASE_SIMULATE] += xs_now() - t;
+    w->phase[XS_PHASE_SIMULATE] += ir_now_seconds() - t;
 
-    t = xs_now();
+    t = ir_now_seconds();
     /* the touched ids are those the scheduler re-placed: every node the rewrite or a fission
      * change added, removed, rewired or reshaped (ir_graph_hash_update's contract) */
     ev->fp = ir_graph_hash_update(ge, p->ge->g, &p->hm, w->touched, nt, &m->hm);
@@ -601,7 +595,7 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
         abort();
     }
 #endif
-    w->phase[XS_PHASE_HASH] += xs_now() - t;
+    w->phase[XS_PHASE_HASH] += ir_now_seconds() - t;
     m->bytes = mat_bytes(m, nft);
     *out = m;
     return IR_OK;

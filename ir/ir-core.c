@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 const char *ir_status_to_string(ir_status s) {
     switch (s) {
@@ -314,4 +315,15 @@ uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed) {
     }
     for (; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ULL;
     return ir_mix64(h ^ n);
+}
+
+double ir_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ir_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A value name not yet in g: base, or base_1, base_2, ... */
 static const char *unique_name(ir_graph *g, const char *base) {
@@ -349,4 +350,12 @@ void ir_train_summarize(const ir_graph *tg, ir_train_summary *s) {
     s->n_forward_nodes = loss_node + 1;
     s->n_backward_nodes = tg->n_nodes - s->n_forward_nodes - s->n_update_nodes;
     free(grad);
+}
+
+bool ir_graph_is_training(const ir_graph *g) {
+    if (g->n_outputs < 2 || strcmp(g->values[g->outputs[0]].name, "loss") != 0) return false;
+    const char *n = g->values[g->outputs[1]].name;
+    size_t len = strlen(n);
+    return (len > 5 && strcmp(n + len - 5, ".grad") == 0) ||
+           (len > 4 && strcmp(n + len - 4, ".new") == 0);
 }

@@ -454,6 +454,9 @@ typedef struct ir_train_opts {
  * "<name>.exp_avg_sq.new") with one. IR_ERR_UNSUPPORTED naming the node for an op without a
  * gradient on the path to a parameter. NULL on failure with *st (may be NULL) and d set. */
 ir_graph *ir_build_training(const ir_graph *fwd, const ir_train_opts *o, ir_status *st, ir_diag *d);
+/* Does g have ir_build_training's outputs ("loss", then "<param>.grad" or "<param>.new"), also
+ * after an ONNX round trip? Its parameters are then what a training step updates. */
+bool ir_graph_is_training(const ir_graph *g);
 
 /* What the memory of a training graph (from ir_build_training) is made of, in bytes. Nodes up to
  * the one producing the loss (output 0) are the forward; IR_OPF_INPLACE nodes are updates. */
@@ -507,6 +510,11 @@ uint64_t ir_graph_hash_memo(const ir_graph *g, ir_hash_memo *m);
 uint64_t ir_graph_hash_update(const ir_graph *g, const ir_graph *pg, const ir_hash_memo *pm,
                               const uint32_t *touched, int n_touched, ir_hash_memo *out);
 void ir_hash_memo_free(ir_hash_memo *m); /* NULL-safe, idempotent */
+/* Seconds on the monotonic clock, for durations and deadlines. */
+double ir_now_seconds(void);
+/* qsort's comparator for doubles, ascending (medians of timings). */
+int ir_cmp_double(const void *a, const void *b);
+
 static inline uint64_t ir_mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;

@@ -30,19 +30,8 @@ typedef struct cpu_ctx {
     char desc[256];
 } cpu_ctx;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 double prof_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, ir_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -191,18 +180,18 @@ static ir_status cpu_time_node(void *ctx, const ir_graph *g, const ir_node *n, i
      * timed to size the samples. */
     double one = 0;
     for (int w = 0; w < (warmup > 0 ? warmup : 1); w++) {
-        double t0 = now_s();
+        double t0 = ir_now_seconds();
         st = def->kernel(&k);
-        one = now_s() - t0;
+        one = ir_now_seconds() - t0;
         if (st != IR_OK) goto fail;
     }
     int reps = one >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (one > 1e-8 ? one : 1e-8));
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
     for (int r = 0; r < runs; r++) {
-        double t0 = now_s();
+        double t0 = ir_now_seconds();
         for (int i = 0; i < reps && st == IR_OK; i++) st = def->kernel(&k);
-        samples[r] = (now_s() - t0) / reps;
+        samples[r] = (ir_now_seconds() - t0) / reps;
         if (st != IR_OK) goto fail;
     }
     *seconds = prof_median(samples, runs);
@@ -276,9 +265,9 @@ static ir_status cpu_time_transfer(void *ctx, size_t bytes, int runs, double *se
     memset(a, 1, bytes);
     memset(b, 0, bytes);
     for (int r = -2; r < runs; r++) {
-        double t0 = now_s();
+        double t0 = ir_now_seconds();
         memcpy(b, a, bytes);
-        double t = now_s() - t0;
+        double t = ir_now_seconds() - t0;
         a[r & 63] ^= b[(r + 1) & 63]; /* keeps the copy observable */
         if (r >= 0) samples[r] = t;
     }

@@ -28,12 +28,6 @@
 #define DEFAULT_PER_SUBPROG 4
 #define MAX_THREADS 64
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int affinity_cpus(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
@@ -100,12 +94,12 @@ static bool slot_push(slot *s, int *cap, const pet_candidate *c) {
 static ir_status one_mutant(find_job *j, const pet_options *vo, int sp, const ir_graph *prog,
                             double orig_cost, const pet_mutant *mu, slot *s, int *cap, ir_diag *d) {
     pet_result r;
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     /* through the lowering that drops biases (pet-post.h): the verifier leaves a convolution's
      * bias out of the original, and a mutant that merged convolutions concatenates their biases,
      * which pet_verify would take for variables the original lacks */
     ir_status st = pet_verify_replacement(prog, mu->graph, vo, &r, d);
-    s->verify_s += now_s() - t0;
+    s->verify_s += ir_now_seconds() - t0;
     if (st == IR_ERR_NOMEM) return st;
     if (st != IR_OK) {
         /* a mutant the verifier cannot evaluate is not known to be equivalent anywhere */
@@ -136,9 +130,9 @@ static ir_status one_mutant(find_job *j, const pet_options *vo, int sp, const ir
         else if ((st = pet_post_optimize(c.replacement, NULL, d)) != IR_OK)
             cand_clear(&c);
     } else {
-        t0 = now_s();
+        t0 = ir_now_seconds();
         c.replacement = pet_correct(prog, mu->graph, &r, &c.n_fused, &st, d);
-        s->correct_s += now_s() - t0;
+        s->correct_s += ir_now_seconds() - t0;
         if (!c.replacement && st != IR_ERR_NOMEM) {
             s->uncorrectable++;
             st = IR_OK;
@@ -166,9 +160,9 @@ static ir_status one_subprog(find_job *j, const pet_options *vo, int sp, ir_diag
     ir_graph *prog = pet_subprog_extract(j->g, &j->split->progs[sp], &st, d);
     if (!prog) return st == IR_ERR_NOMEM ? st : IR_OK;
     pet_mutant_list ml = {0};
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     st = pet_gen_optimize(prog, &j->eff.gen, &ml, d);
-    s->gen_s += now_s() - t0;
+    s->gen_s += ir_now_seconds() - t0;
     if (st != IR_OK) {
         pet_mutant_list_free(&ml);
         ir_graph_free(prog);

@@ -16,12 +16,6 @@ static uint64_t mixh(uint64_t h, uint64_t v) {
     return ir_mix64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- sets and lists */
 
 static bool set_grow(gen_set *s) {
@@ -584,7 +578,7 @@ static void dfs(gen_ctx *c) {
 /* Runs Algorithm 1 on prog, appending to out and adding to out->stats. */
 ir_status gen_enumerate(const ir_graph *prog, const pet_gen_opts *o, pet_mutant_list *out,
                         ir_diag *d) {
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     gen_ctx *c = malloc(sizeof *c);
     if (!c) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     pet_gen_stats *st = &out->stats;
@@ -606,7 +600,7 @@ ir_status gen_enumerate(const ir_graph *prog, const pet_gen_opts *o, pet_mutant_
     }
     gen_fini(c);
     free(c);
-    st->seconds += now_s() - t0;
+    st->seconds += ir_now_seconds() - t0;
     return rc;
 }
 

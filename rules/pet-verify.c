@@ -19,12 +19,6 @@
 #include <math.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void pet_result_free(pet_result *r) {
     if (!r) return;
     for (int k = 0; k < r->n_outputs && r->outputs; k++) {
@@ -86,7 +80,7 @@ typedef struct cell {
 
 ir_status pet_verify(const ir_graph *orig, const ir_graph *mutant, const pet_options *o,
                      pet_result *r, ir_diag *d) {
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     memset(r, 0, sizeof *r);
     pet_options opt = o ? *o : (pet_options){0};
     if (opt.tests <= 0) opt.tests = PET_DEFAULT_TESTS;
@@ -212,10 +206,10 @@ ir_status pet_verify(const ir_graph *orig, const ir_graph *mutant, const pet_opt
     }
     pet_eval_req reqs[2] = {{.prog = po, .n_probes = n_probes, .probes = pr_o, .vals = vo},
                             {.prog = pm, .n_probes = n_probes, .probes = pr_m, .vals = vm}};
-    double te = now_s();
+    double te = ir_now_seconds();
     st = be->eval(ctx, reqs, 2, opt.seed, opt.tests, opt.dense ? PET_EVAL_DENSE : PET_EVAL_AUTO,
                   &r->evaluated, d);
-    r->eval_seconds = now_s() - te;
+    r->eval_seconds = ir_now_seconds() - te;
     if (st != IR_OK) goto out;
 
     /* comparison: one box-test per (cell, position, input set) */
@@ -286,7 +280,7 @@ out:
     if (st != IR_OK) {
         pet_result_free(r);
     } else {
-        r->seconds = now_s() - t0;
+        r->seconds = ir_now_seconds() - t0;
     }
     return st;
 }

@@ -4,24 +4,16 @@
  * slices its packed in-projection weight and transposes each slice on every run, which magpie's
  * executor, like any, then does as copies; PET's pre-processing (paper §6.3) is this rewrite on
  * the ops its mutants add. Bit-identical: the kernel that would run is run once, here.
- * Training graphs (ir_build_training's: first output "loss", then "<param>.grad" or ".new")
- * have no candidates: their parameters are what a training step updates, so a result computed
- * from today's values would be stale after the first step. */
+ * Training graphs (ir_graph_is_training) have no candidates: their parameters are what a
+ * training step updates, so a result computed from today's values would be stale after the
+ * first step. */
 #include "rules-impl.h"
 
 #include <string.h>
 
-static bool is_training_graph(const ir_graph *g) {
-    if (g->n_outputs < 2 || strcmp(g->values[g->outputs[0]].name, "loss") != 0) return false;
-    const char *n = g->values[g->outputs[1]].name;
-    size_t len = strlen(n);
-    return (len > 5 && strcmp(n + len - 5, ".grad") == 0) ||
-           (len > 4 && strcmp(n + len - 4, ".new") == 0);
-}
-
 int rw_fold_candidates(const ir_graph *g, rw_rewrite *out, int max) {
     int cnt = 0;
-    if (is_training_graph(g)) return 0;
+    if (ir_graph_is_training(g)) return 0;
     for (int i = 0; i < g->n_nodes && cnt < max; i++)
         if (g->nodes[i].op != IR_OP_Constant && ir_can_fold_weights_node(g, i))
             out[cnt++] = (rw_rewrite){
@@ -36,11 +28,11 @@ ir_graph *rw_fold_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touche
     ir_graph *g2 = NULL;
     uint32_t ids[RW_MAX_TOUCHED];
     bool folded = false;
-    if (i < 0 || !ir_can_fold_weights_node(g, i) || is_training_graph(g)) {
+    if (i < 0 || !ir_can_fold_weights_node(g, i) || ir_graph_is_training(g)) {
         s = ir_diag_set(d, IR_ERR_INVALID, "fold-weights: node id %u %s", r->node_id,
-                        i < 0                  ? "is not in the graph"
-                        : is_training_graph(g) ? "is in a training graph (its weights change)"
-                                               : "does not read weights only");
+                        i < 0                     ? "is not in the graph"
+                        : ir_graph_is_training(g) ? "is in a training graph (its weights change)"
+                                                  : "does not read weights only");
         goto out;
     }
     /* touched: the folded node (gone) and its readers (reading a constant now) */

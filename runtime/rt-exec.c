@@ -46,12 +46,6 @@ static rt_alloc *pool_of(exec *x, int v) {
     return x->owned[v] == OWNED_HOST ? &x->host : &x->alloc;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Checks that order is a topological permutation and fills pos. */
 static ir_status check_order(exec *x, const int *order, int n) {
     const ir_graph *g = x->g;
@@ -416,10 +410,10 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     r->resident_bytes = resident;
     r->n_steps = g->n_nodes;
 
-    double t0 = now_seconds();
+    double t0 = ir_now_seconds();
     for (int s = 0; s < g->n_nodes; s++)
         if ((st = run_step(&x, s, r->step_bytes)) != IR_OK) goto out;
-    r->wall_seconds = now_seconds() - t0;
+    r->wall_seconds = ir_now_seconds() - t0;
 
     r->peak_bytes = resident;
     for (int s = 0; s < g->n_nodes; s++)

@@ -319,7 +319,7 @@ ir_status sdp_search(const sdp_prob *p, const sdp_units *u, const sdp_search_opt
     size_t tau = o->tau >= p->base ? o->tau - p->base : 0;
     if (o->tau < p->base) goto out; /* nothing fits */
     for (int lvl = 0; lvl < nu; lvl++) {
-        if (sdp_now() > o->deadline) {
+        if (ir_now_seconds() > o->deadline) {
             r->timeout = true;
             goto out;
         }
@@ -334,7 +334,7 @@ ir_status sdp_search(const sdp_prob *p, const sdp_units *u, const sdp_search_opt
                     if (pk <= tau && !offer(&s, cur, i, t, pk, lv)) goto out_nomem;
                 }
             r->states++;
-            if ((r->states & 0xffff) == 0 && sdp_now() > o->deadline) {
+            if ((r->states & 0xffff) == 0 && ir_now_seconds() > o->deadline) {
                 r->timeout = true;
                 goto out;
             }

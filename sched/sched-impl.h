@@ -121,7 +121,7 @@ typedef struct sdp_search_opts {
     long max_records; /* bound on the states kept over all levels (the memo) */
     bool even;        /* share max_records evenly among levels (a beam fills every level);
                        * otherwise a level takes what it needs while later ones keep one each */
-    double deadline;  /* sdp_now() value after which the search gives up */
+    double deadline;  /* ir_now_seconds() value after which the search gives up */
 } sdp_search_opts;
 
 typedef struct sdp_search_result {
@@ -137,8 +137,6 @@ typedef struct sdp_search_result {
  * max_records large enough it is exact; otherwise it is a beam. lorder receives m local nodes. */
 ir_status sdp_search(const sdp_prob *p, const sdp_units *u, const sdp_search_opts *o, int *lorder,
                      sdp_search_result *r, ir_diag *d);
-
-double sdp_now(void); /* monotonic seconds */
 
 /* ---------------------------------------------------------------- ordering parts */
 

@@ -45,7 +45,7 @@ ir_status sdp_orderer_init(sdp_orderer *w, sdp_ctx *c, const sched_dp_options *o
     w->exact_max = o && o->exact_max_nodes > 0 ? o->exact_max_nodes : SDP_EXACT_MAX_DEFAULT;
     w->beam = o && o->beam_width > 0 ? o->beam_width : beam_default;
     w->max_states = o && o->max_states > 0 ? o->max_states : SDP_STATES_DEFAULT;
-    w->deadline = sdp_now() + budget;
+    w->deadline = ir_now_seconds() + budget;
     w->window_s = SDP_WINDOW_SHARE * budget;
     size_t sn = (size_t)c->n + 1;
     w->ord = malloc(sizeof(int) * sn);
@@ -127,7 +127,7 @@ static ir_status solve_units(sdp_orderer *w, const sdp_prob *p, const sdp_units 
     /* Adaptive soft budget: the lowest tau that still finds an order, to a resolution of 1/128
      * of the best peak so far. An overflowing search that finds nothing counts as infeasible. */
     size_t lo = lower_bound(p), hi = *best - 1;
-    while (lo <= hi && hi - lo > *best / 128 && sdp_now() < h->deadline) {
+    while (lo <= hi && hi - lo > *best / 128 && ir_now_seconds() < h->deadline) {
         so.tau = lo + (hi - lo) / 2;
         st = sdp_search(p, u, &so, tmp, &r, d);
         w->st->states += r.states;
@@ -181,7 +181,7 @@ ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_di
     }
     for (;;) {
         if ((st = sdp_window_peak(w, lo, hi, peak, &q, d)) != IR_OK) return st;
-        if (sdp_now() >= w->deadline) break;
+        if (ir_now_seconds() >= w->deadline) break;
         bool improved = false;
         for (int pass = 0; pass < 2 && !improved; pass++) {
             int K = pass == 0 ? kc : kn;
@@ -197,7 +197,7 @@ ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_di
                     starts[ns++] = s + 1;
                     break;
                 }
-            double now = sdp_now(), left = w->deadline - now;
+            double now = ir_now_seconds(), left = w->deadline - now;
             how h = {.contract = pass == 0,
                      .prune = true,
                      .width = pass == 0 ? SDP_EXACT_WIDTH : SDP_WINDOW_WIDTH,
@@ -231,7 +231,7 @@ static ir_status solve_big(sdp_orderer *w, int lo, int hi, size_t *peak, ir_diag
     if (st != IR_OK) goto out;
     bool exact;
     /* Half the time left goes to the search, the rest to refinement and later parts. */
-    double now = sdp_now();
+    double now = ir_now_seconds();
     how h = {.contract = true,
              .prune = false,
              .width = w->beam,
@@ -280,7 +280,7 @@ static int part_cmp(const void *a, const void *b) {
 
 ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *order,
                              sched_dp_stats *st_out, ir_diag *d) {
-    double t0 = sdp_now();
+    double t0 = ir_now_seconds();
     sched_dp_stats stats = {0};
     int n = g->n_nodes;
     sdp_ctx c;
@@ -317,7 +317,7 @@ ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *
     qsort(parts, (size_t)np, sizeof(part), part_cmp);
     stats.parts = np;
     size_t reached = 0; /* the peak of the parts solved so far: no order goes below it */
-    for (int i = 0; i < np && sdp_now() < w.deadline; i++) {
+    for (int i = 0; i < np && ir_now_seconds() < w.deadline; i++) {
         part *pt = &parts[i];
         if (pt->seed <= reached || pt->hi - pt->lo < 2) continue;
         size_t peak;
@@ -361,7 +361,7 @@ ir_status sched_order_memory(const ir_graph *g, const sched_dp_options *o, int *
         stats.peak_bytes = eager_mem.peak_bytes;
     }
 out:
-    stats.seconds = sdp_now() - t0;
+    stats.seconds = ir_now_seconds() - t0;
     if (st_out) *st_out = stats;
     sched_memory_free(&mem);
     sched_memory_free(&eager_mem);

@@ -12,12 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-double sdp_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- the context */
 
 /* c->floor (sched-impl.h): each fission group's replay peak, in node index order, at the group's

@@ -1,7 +1,8 @@
 /* pet-build.h - small builders of PET programs for the PET tests (test_pet_*.c): float graph
  * inputs, int64 constants, any op with its outputs inferred (attribute int arrays copied into the
  * graph's arena, since nodes keep pointers to them), Reshape/Transpose shorthands, named graph
- * outputs. Include after test-util.h. */
+ * outputs, convolutions, and the programs of the paper's figures 1 and 3. Include after
+ * test-util.h. */
 #ifndef MAGPIE_TESTS_PET_BUILD_H
 #define MAGPIE_TESTS_PET_BUILD_H
 
@@ -65,6 +66,68 @@ static inline int pb_transpose(ir_graph *g, int x, int rank, const int64_t *perm
 static inline void pb_output(ir_graph *g, int v, const char *name) {
     g->values[v].name = ir_graph_strdup(g, name);
     ir_graph_add_output(g, v);
+}
+
+/* Conv(x, w[, b] when b >= 0) with pads, dilations (NULL: 1), strides (NULL: 1) and group. */
+static inline int pb_conv_full(ir_graph *g, int x, int w, int b, const int64_t *pads,
+                               const int64_t *dil, const int64_t *str, int group) {
+    ir_attr at[4];
+    int n = 0;
+    /* pb_op copies the arrays into the graph: the casts only meet tu_attr_ints' signature */
+    at[n++] = tu_attr_ints("pads", 4, (int64_t *)pads);
+    if (dil) at[n++] = tu_attr_ints("dilations", 2, (int64_t *)dil);
+    if (str) at[n++] = tu_attr_ints("strides", 2, (int64_t *)str);
+    if (group != 1) at[n++] = tu_attr_int("group", group);
+    return pb_op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, n, at);
+}
+static inline int pb_conv(ir_graph *g, int x, int w, const int64_t *pads, const int64_t *dil) {
+    return pb_conv_full(g, x, w, -1, pads, dil, NULL, 1);
+}
+
+/* PET figure 1: the original, one 3x3 conv (pad 1) over a batch of two images; the mutant
+ * (figure 5), the batch moved beside the width, one conv over an image twice as wide, back. */
+static inline void pb_figure1(int64_t C, int64_t M, int64_t H, int64_t W, ir_graph **og,
+                              ir_graph **mg) {
+    static const int64_t pads1[4] = {1, 1, 1, 1};
+    ir_graph *o = ir_graph_new(), *m = ir_graph_new();
+    int x = pb_input(o, "x", TU_SHAPE(2, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
+    pb_output(o, pb_conv(o, x, w, pads1, NULL), "y");
+    x = pb_input(m, "x", TU_SHAPE(2, C, H, W));
+    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int t = RESHAPE(m, x, 1, 2, C, H, W);
+    t = TRANSPOSE(m, t, 0, 2, 3, 1, 4); /* [1, C, H, 2, W] */
+    t = RESHAPE(m, t, 1, C, H, 2 * W);
+    t = pb_conv(m, t, w, pads1, NULL);
+    t = RESHAPE(m, t, 1, M, H, 2, W);
+    t = TRANSPOSE(m, t, 0, 3, 1, 2, 4); /* [1, 2, M, H, W] */
+    pb_output(m, RESHAPE(m, t, 2, M, H, W), "y");
+    *og = o;
+    *mg = m;
+}
+
+/* PET figure 3's mutant of a 3x3 conv with dilation 2 (pad 2): the image split into its 2x2
+ * phases, a regular conv (pad 1) over them laid side by side (batch false: along H and W) or
+ * along the batch (batch true), and back. */
+static inline ir_graph *pb_figure3_mutant(int64_t C, int64_t M, int64_t H, int64_t W, bool batch) {
+    static const int64_t pads1[4] = {1, 1, 1, 1};
+    ir_graph *m = ir_graph_new();
+    int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
+    int t = RESHAPE(m, x, 1, C, H / 2, 2, W / 2, 2); /* (c, h', a, w', b) */
+    if (batch) {
+        t = TRANSPOSE(m, t, 0, 3, 5, 1, 2, 4); /* [1, a, b, C, h', w'] */
+        t = RESHAPE(m, t, 4, C, H / 2, W / 2);
+        t = pb_conv(m, t, w, pads1, NULL);
+        t = RESHAPE(m, t, 1, 2, 2, M, H / 2, W / 2);
+        t = TRANSPOSE(m, t, 0, 3, 4, 1, 5, 2); /* [1, M, h', a, w', b] */
+    } else {
+        t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, C, a, h', b, w'] */
+        t = RESHAPE(m, t, 1, C, H, W);
+        t = pb_conv(m, t, w, pads1, NULL);
+        t = RESHAPE(m, t, 1, M, 2, H / 2, 2, W / 2);
+        t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, M, h', a, w', b] */
+    }
+    pb_output(m, RESHAPE(m, t, 1, M, H, W), "y");
+    return m;
 }
 
 static inline int pb_count_op(const ir_graph *g, ir_op_kind k) {

@@ -311,12 +311,6 @@ static inline double tu_json_num(const char *json, const char *key) {
 #include <signal.h>
 #include <time.h>
 
-static inline double tu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static inline void tu_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -350,22 +344,22 @@ static inline pid_t tu_magpie_spawn(const char *args, const char *out_path, cons
 /* Waits up to timeout_s for pid to end; returns its exit status, -1 when a signal ended it, or
  * -2 on timeout (the process is then still running). */
 static inline int tu_wait_pid(pid_t pid, double timeout_s) {
-    double end = tu_now() + timeout_s;
+    double end = ir_now_seconds() + timeout_s;
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         assert_int_equal(r, 0);
-        if (tu_now() > end) return -2;
+        if (ir_now_seconds() > end) return -2;
         tu_sleep(0.005);
     }
 }
 
 /* Waits up to timeout_s until path exists; false on timeout. */
 static inline bool tu_wait_file(const char *path, double timeout_s) {
-    double end = tu_now() + timeout_s;
+    double end = ir_now_seconds() + timeout_s;
     while (access(path, F_OK) != 0) {
-        if (tu_now() > end) return false;
+        if (ir_now_seconds() > end) return false;
         tu_sleep(0.005);
     }
     return true;

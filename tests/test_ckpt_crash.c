@@ -45,7 +45,7 @@ static void test_sigkill_then_resume(void **state) {
                  "optimize " MODEL " --train --lat-limit 1.10 --time 60s --checkpoint %s "
                  "--checkpoint-every 0.05s --threads 2 -o %s/plan%d --quiet",
                  ck, dir, i);
-        double t0 = tu_now();
+        double t0 = ir_now_seconds();
         pid_t pid = tu_magpie_spawn(args, NULL, NULL);
         if (!tu_wait_file(ck, 30)) {
             kill(pid, SIGKILL);
@@ -57,7 +57,7 @@ static void test_sigkill_then_resume(void **state) {
         assert_int_equal(kill(pid, SIGKILL), 0);
         /* reaped: a zombie would still count as a live writer for the stale-file cleanup */
         assert_int_equal(tu_wait_pid(pid, 10), -1);
-        double elapsed = tu_now() - t0;
+        double elapsed = ir_now_seconds() - t0;
         stale_seen += count_prefixed(dir, prefix);
         print_message("round %2d: SIGKILL %.3f s after the first checkpoint (%.3f s after the "
                       "start)%s\n",

@@ -27,21 +27,6 @@
 static int64_t PADS1[4] = {1, 1, 1, 1}, PADS2[4] = {2, 2, 2, 2}, DIL2[2] = {2, 2}, STR2[2] = {2, 2},
                PADS0[4] = {0, 0, 0, 0};
 
-/* Conv(x, w[, b]) with pads, dilations (NULL: 1), strides (NULL: 1) and group. */
-static int conv_full(ir_graph *g, int x, int w, int b, int64_t *pads, int64_t *dil, int64_t *str,
-                     int group) {
-    ir_attr at[4];
-    int n = 0;
-    at[n++] = tu_attr_ints("pads", 4, pads);
-    if (dil) at[n++] = tu_attr_ints("dilations", 2, dil);
-    if (str) at[n++] = tu_attr_ints("strides", 2, str);
-    if (group != 1) at[n++] = tu_attr_int("group", group);
-    return pb_op(g, IR_OP_Conv, b >= 0 ? 3 : 2, (int[]){x, w, b}, n, at);
-}
-static int conv(ir_graph *g, int x, int w, int64_t *pads, int64_t *dil) {
-    return conv_full(g, x, w, -1, pads, dil, NULL, 1);
-}
-
 static int slice(ir_graph *g, int x, int n, const int64_t *st, const int64_t *en,
                  const int64_t *ax) {
     int in[4] = {x, pb_ints(g, n, st), pb_ints(g, n, en), pb_ints(g, n, ax)};
@@ -155,30 +140,10 @@ static ir_graph *corrected(const ir_graph *o, const ir_graph *m, int *n_fused, i
 
 /* ---------------------------------------------------------------- figure 1 */
 
-/* Original: one conv over a batch of two images. Mutant (figure 5): the batch moved beside the
- * width, one conv over an image twice as wide, moved back. */
-static void figure1_reshape(int64_t C, int64_t M, int64_t H, int64_t W, ir_graph **og,
-                            ir_graph **mg) {
-    ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = pb_input(o, "x", TU_SHAPE(2, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
-    x = pb_input(m, "x", TU_SHAPE(2, C, H, W));
-    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int t = RESHAPE(m, x, 1, 2, C, H, W);
-    t = TRANSPOSE(m, t, 0, 2, 3, 1, 4); /* [1, C, H, 2, W] */
-    t = RESHAPE(m, t, 1, C, H, 2 * W);
-    t = conv(m, t, w, PADS1, NULL);
-    t = RESHAPE(m, t, 1, M, H, 2, W);
-    t = TRANSPOSE(m, t, 0, 3, 1, 2, 4); /* [1, 2, M, H, W] */
-    pb_output(m, RESHAPE(m, t, 2, M, H, W), "y");
-    *og = o;
-    *mg = m;
-}
-
 static void test_figure1(void **state) {
     (void)state;
     ir_graph *o, *m;
-    figure1_reshape(3, 4, 6, 5, &o, &m);
+    pb_figure1(3, 4, 6, 5, &o, &m);
     int fused;
     int64_t failed;
     ir_graph *rep = corrected(o, m, &fused, &failed);
@@ -199,13 +164,13 @@ static void test_figure1_concat(void **state) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
         w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3)), b = pb_input(o, "b", TU_SHAPE(M));
-    pb_output(o, conv_full(o, x1, w, b, PADS1, NULL, NULL, 1), "y1");
-    pb_output(o, conv_full(o, x2, w, b, PADS1, NULL, NULL, 1), "y2");
+    pb_output(o, pb_conv_full(o, x1, w, b, PADS1, NULL, NULL, 1), "y1");
+    pb_output(o, pb_conv_full(o, x2, w, b, PADS1, NULL, NULL, 1), "y2");
     x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
     x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     b = pb_input(m, "b", TU_SHAPE(M));
-    int y = conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, b, PADS1, NULL, NULL, 1), parts[2];
+    int y = pb_conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, b, PADS1, NULL, NULL, 1), parts[2];
     split2(m, y, 3, W, W, parts);
     pb_output(m, parts[1], "y2"); /* matched by name, not position */
     pb_output(m, parts[0], "y1");
@@ -234,12 +199,12 @@ static void test_figure6(void **state) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
         w = pb_input(o, "w", TU_SHAPE(M, C, 3, 2));
-    pb_output(o, conv(o, x1, w, pads, NULL), "y1");
-    pb_output(o, conv(o, x2, w, pads, NULL), "y2");
+    pb_output(o, pb_conv(o, x1, w, pads, NULL), "y1");
+    pb_output(o, pb_conv(o, x2, w, pads, NULL), "y2");
     x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
     x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C, 3, 2));
-    int y = conv(m, concat(m, 2, (int[]){x1, x2}, 3), w, pads, NULL), parts[2];
+    int y = pb_conv(m, concat(m, 2, (int[]){x1, x2}, 3), w, pads, NULL), parts[2];
     split2(m, y, 3, W, W, parts);
     pb_output(m, parts[0], "y1");
     pb_output(m, parts[1], "y2");
@@ -265,18 +230,9 @@ static void test_figure6(void **state) {
 static void test_figure3(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 8, W = 6;
-    ir_graph *o = ir_graph_new(), *m = ir_graph_new();
+    ir_graph *o = ir_graph_new(), *m = pb_figure3_mutant(C, M, H, W, false);
     int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS2, DIL2), "y");
-    x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
-    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int t = RESHAPE(m, x, 1, C, H / 2, 2, W / 2, 2); /* (c, h', a, w', b) */
-    t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4);           /* [1, C, a, h', b, w'] */
-    t = RESHAPE(m, t, 1, C, H, W);
-    t = conv(m, t, w, PADS1, NULL);
-    t = RESHAPE(m, t, 1, M, 2, H / 2, 2, W / 2);
-    t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, M, h', a, w', b] */
-    pb_output(m, RESHAPE(m, t, 1, M, H, W), "y");
+    pb_output(o, pb_conv(o, x, w, PADS2, DIL2), "y");
     int fused;
     ir_graph *rep = corrected(o, m, &fused, NULL);
     assert_int_equal(fused, 0); /* the corrections' convs are dilated, the mutant's is not */
@@ -295,12 +251,13 @@ static void test_strided(void **state) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
         w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv_full(o, x1, w, -1, PADS1, NULL, STR2, 1), "y1");
-    pb_output(o, conv_full(o, x2, w, -1, PADS1, NULL, STR2, 1), "y2");
+    pb_output(o, pb_conv_full(o, x1, w, -1, PADS1, NULL, STR2, 1), "y1");
+    pb_output(o, pb_conv_full(o, x2, w, -1, PADS1, NULL, STR2, 1), "y2");
     x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
     x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int y = conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, -1, PADS1, NULL, STR2, 1), parts[2];
+    int y = pb_conv_full(m, concat(m, 2, (int[]){x1, x2}, 3), w, -1, PADS1, NULL, STR2, 1),
+        parts[2];
     split2(m, y, 3, W / 2, W / 2, parts);
     pb_output(m, parts[0], "y1");
     pb_output(m, parts[1], "y2");
@@ -321,13 +278,13 @@ static void grouped_case(int64_t c0, int64_t c1) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C / 2, 3, 3)),
         b = pb_input(o, "b", TU_SHAPE(M));
-    pb_output(o, conv_full(o, x, w, b, PADS1, NULL, NULL, 2), "y");
+    pb_output(o, pb_conv_full(o, x, w, b, PADS1, NULL, NULL, 2), "y");
     x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C / 2, 3, 3));
     b = pb_input(m, "b", TU_SHAPE(M));
     /* right: the original conv; wrong: without pads, zero-padded after (border differs) */
-    int right = conv_full(m, x, w, b, PADS1, NULL, NULL, 2);
-    int wrong = conv_full(m, x, w, b, PADS0, NULL, NULL, 2);
+    int right = pb_conv_full(m, x, w, b, PADS1, NULL, NULL, 2);
+    int wrong = pb_conv_full(m, x, w, b, PADS0, NULL, NULL, 2);
     wrong = pad(m, wrong, 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
     int parts[3], np = 0;
     if (c0 > 0) parts[np++] = slice(m, right, 1, (int64_t[]){0}, (int64_t[]){c0}, (int64_t[]){1});
@@ -444,14 +401,14 @@ static void test_equivalent_post(void **state) {
     const int64_t C = 2, M = 3, H = 4, W = 5;
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
+    pb_output(o, pb_conv(o, x, w, PADS1, NULL), "y");
     x = pb_input(m, "x", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int t = TRANSPOSE(m, x, 0, 1, 3, 2);
     t = TRANSPOSE(m, t, 0, 1, 3, 2);
     t = RESHAPE(m, t, C, H * W);
     t = RESHAPE(m, t, 1, C, H, W);
-    pb_output(m, conv(m, t, w, PADS1, NULL), "y");
+    pb_output(m, pb_conv(m, t, w, PADS1, NULL), "y");
     pet_result r;
     verify(o, m, &r);
     assert_true(r.equivalent);
@@ -540,7 +497,7 @@ static void test_regions_layout(void **state) {
                    (int[]){t, PB_INTS(o, 1), PB_INTS(o, 8), PB_INTS(o, 2), PB_INTS(o, 2)}, 0,
                    NULL);                                   /* rows 1,3,5,7 */
     t = pad(o, s2, 8, (int64_t[]){0, 0, 1, 0, 0, 0, 0, 1}); /* [2, 4, 5, 7] */
-    int c = conv_full(o, t, w, b, PADS1, NULL, NULL, 1);
+    int c = pb_conv_full(o, t, w, b, PADS1, NULL, NULL, 1);
     int mz = pb_op(o, IR_OP_Mul, 2, (int[]){c, z}, 0, NULL);
     int cat = concat(o, 2, (int[]){mz, c}, 1); /* [2, 8, 5, 7] */
     int parts[2];

@@ -27,11 +27,6 @@
 
 static int64_t PADS1[4] = {1, 1, 1, 1}, PADS2[4] = {2, 2, 2, 2}, DIL2[2] = {2, 2};
 
-static int conv(ir_graph *g, int x, int w, int64_t *pads, int64_t *dil) {
-    ir_attr at[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("dilations", 2, dil)};
-    return pb_op(g, IR_OP_Conv, 2, (int[]){x, w}, dil ? 2 : 1, at);
-}
-
 static pet_splits *boxes(const ir_graph *g, pet_prog **pp) {
     pet_splits *s;
     ir_diag d = {{0}};
@@ -68,7 +63,7 @@ static void test_boxes_figure4(void **state) {
     const int64_t H = 7, W = 9;
     ir_graph *g = ir_graph_new();
     int x = pb_input(g, "x", TU_SHAPE(1, 3, H, W)), w = pb_input(g, "w", TU_SHAPE(4, 3, 3, 3));
-    int y = conv(g, x, w, PADS1, NULL);
+    int y = pb_conv(g, x, w, PADS1, NULL);
     pb_output(g, y, "y");
     pet_prog *p;
     pet_splits *s = boxes(g, &p);
@@ -106,7 +101,7 @@ static void test_boxes_strided_dilated(void **state) {
     int64_t s2[2] = {2, 2};
     int ys = pb_op(g, IR_OP_Conv, 2, (int[]){x, w}, 2,
                    (ir_attr[]){tu_attr_ints("pads", 4, PADS1), tu_attr_ints("strides", 2, s2)});
-    int yd = conv(g, x, w, PADS2, DIL2);
+    int yd = pb_conv(g, x, w, PADS2, DIL2);
     pb_output(g, ys, "ys");
     pb_output(g, yd, "yd");
     pet_prog *p;
@@ -127,7 +122,7 @@ static void test_boxes_layout(void **state) {
     int a = pb_input(g, "a", TU_SHAPE(1, 2, 4, 2)), b = pb_input(g, "b", TU_SHAPE(1, 2, 4, 3)),
         c = pb_input(g, "c", TU_SHAPE(1, 2, 4, 3)), w = pb_input(g, "w", TU_SHAPE(2, 2, 3, 3));
     int cat = pb_op(g, IR_OP_Concat, 3, (int[]){a, b, c}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
-    int y = conv(g, cat, w, PADS1, NULL); /* width 8, parts at 2 and 5 */
+    int y = pb_conv(g, cat, w, PADS1, NULL); /* width 8, parts at 2 and 5 */
     int sp = pb_ints(g, 2, (int64_t[]){4, 4});
     int parts[2];
     tu_add_node(g, IR_OP_Split, "split", 2, (int[]){cat, sp}, 2, parts, 1,
@@ -351,33 +346,13 @@ static void check_correction_float(const ir_graph *o, const ir_graph *m, const p
 
 /* ---------------------------------------------------------------- figure 1 */
 
-/* Original: one conv over a batch of two images. Mutant (figure 5): reshape the batch into an
- * inner dim, move it beside the width, merge: one image twice as wide; conv; back. */
-static void figure1_reshape(int64_t C, int64_t M, int64_t H, int64_t W, ir_graph **og,
-                            ir_graph **mg) {
-    ir_graph *o = ir_graph_new(), *m = ir_graph_new();
-    int x = pb_input(o, "x", TU_SHAPE(2, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
-    x = pb_input(m, "x", TU_SHAPE(2, C, H, W));
-    w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int t = RESHAPE(m, x, 1, 2, C, H, W);
-    t = TRANSPOSE(m, t, 0, 2, 3, 1, 4); /* [1, C, H, 2, W] */
-    t = RESHAPE(m, t, 1, C, H, 2 * W);
-    t = conv(m, t, w, PADS1, NULL);
-    t = RESHAPE(m, t, 1, M, H, 2, W);
-    t = TRANSPOSE(m, t, 0, 3, 1, 2, 4); /* [1, 2, M, H, W] */
-    pb_output(m, RESHAPE(m, t, 2, M, H, W), "y");
-    *og = o;
-    *mg = m;
-}
-
 static void test_figure1(void **state) {
     (void)state;
     const int64_t dims[][4] = {{3, 4, 6, 5}, {2, 3, 5, 7}};
     for (int di = 0; di < 2; di++) {
         const int64_t C = dims[di][0], M = dims[di][1], H = dims[di][2], W = dims[di][3];
         ir_graph *o, *m;
-        figure1_reshape(C, M, H, W, &o, &m);
+        pb_figure1(C, M, H, W, &o, &m);
         pet_result r;
         pet_options opt = {.seed = 1 + (uint64_t)di, .threads = 2};
         verify(o, m, &opt, &r);
@@ -417,13 +392,13 @@ static void test_figure1_concat(void **state) {
     ir_graph *o = ir_graph_new(), *m = ir_graph_new();
     int x1 = pb_input(o, "x1", TU_SHAPE(1, C, H, W)), x2 = pb_input(o, "x2", TU_SHAPE(1, C, H, W)),
         w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x1, w, PADS1, NULL), "y1");
-    pb_output(o, conv(o, x2, w, PADS1, NULL), "y2");
+    pb_output(o, pb_conv(o, x1, w, PADS1, NULL), "y1");
+    pb_output(o, pb_conv(o, x2, w, PADS1, NULL), "y2");
     x1 = pb_input(m, "x1", TU_SHAPE(1, C, H, W));
     x2 = pb_input(m, "x2", TU_SHAPE(1, C, H, W));
     w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
     int cat = pb_op(m, IR_OP_Concat, 2, (int[]){x1, x2}, 1, (ir_attr[]){tu_attr_int("axis", 3)});
-    int y = conv(m, cat, w, PADS1, NULL);
+    int y = pb_conv(m, cat, w, PADS1, NULL);
     int sp = pb_ints(m, 2, (int64_t[]){W, W}), parts[2];
     tu_add_node(m, IR_OP_Split, "split", 2, (int[]){y, sp}, 2, parts, 1,
                 (ir_attr[]){tu_attr_int("axis", 3)});
@@ -456,39 +431,13 @@ static void test_figure1_concat(void **state) {
 
 /* ---------------------------------------------------------------- figure 3 */
 
-/* A 3x3 conv with dilation 2 (pads 2) over [1, C, H, W], H and W even. Mutant: the input
- * rearranged by phase (h = 2h' + a), a regular 3x3 conv (pads 1), the output rearranged back.
- * batch: the 4 phases as the batch (then the conv never mixes phases: equivalent); plane: each
- * phase's rows after the other's (phase-major h = a*H/2 + h'), so the regular conv reads across
- * the seam between the phases where the dilated one reads padding. */
-static ir_graph *figure3_mutant(int64_t C, int64_t M, int64_t H, int64_t W, bool batch) {
-    ir_graph *m = ir_graph_new();
-    int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(M, C, 3, 3));
-    int t = RESHAPE(m, x, 1, C, H / 2, 2, W / 2, 2); /* (c, h', a, w', b) */
-    if (batch) {
-        t = TRANSPOSE(m, t, 0, 3, 5, 1, 2, 4); /* [1, a, b, C, h', w'] */
-        t = RESHAPE(m, t, 4, C, H / 2, W / 2);
-        t = conv(m, t, w, PADS1, NULL);
-        t = RESHAPE(m, t, 1, 2, 2, M, H / 2, W / 2);
-        t = TRANSPOSE(m, t, 0, 3, 4, 1, 5, 2); /* [1, M, h', a, w', b] */
-    } else {
-        t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, C, a, h', b, w'] */
-        t = RESHAPE(m, t, 1, C, H, W);
-        t = conv(m, t, w, PADS1, NULL);
-        t = RESHAPE(m, t, 1, M, 2, H / 2, 2, W / 2);
-        t = TRANSPOSE(m, t, 0, 1, 3, 2, 5, 4); /* [1, M, h', a, w', b] */
-    }
-    pb_output(m, RESHAPE(m, t, 1, M, H, W), "y");
-    return m;
-}
-
 static void test_figure3(void **state) {
     (void)state;
     const int64_t C = 2, M = 3, H = 8, W = 6;
     ir_graph *o = ir_graph_new();
     int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(M, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS2, DIL2), "y");
-    ir_graph *mb = figure3_mutant(C, M, H, W, true), *mp = figure3_mutant(C, M, H, W, false);
+    pb_output(o, pb_conv(o, x, w, PADS2, DIL2), "y");
+    ir_graph *mb = pb_figure3_mutant(C, M, H, W, true), *mp = pb_figure3_mutant(C, M, H, W, false);
     pet_result r;
     pet_options opt = {.seed = 9};
     verify(o, mb, &opt, &r);
@@ -525,16 +474,16 @@ static void test_figure3(void **state) {
 static ir_graph *planted_original(int64_t C, int64_t H, int64_t W) {
     ir_graph *o = ir_graph_new();
     int x = pb_input(o, "x", TU_SHAPE(1, C, H, W)), w = pb_input(o, "w", TU_SHAPE(C, C, 3, 3));
-    pb_output(o, conv(o, x, w, PADS1, NULL), "y");
+    pb_output(o, pb_conv(o, x, w, PADS1, NULL), "y");
     return o;
 }
 
-/* conv(x, w) + the slice of x on box [h0, h1) x [w0, w1), zero elsewhere. */
+/* pb_conv(x, w) + the slice of x on box [h0, h1) x [w0, w1), zero elsewhere. */
 static ir_graph *planted_one_box(int64_t C, int64_t H, int64_t W, int64_t h0, int64_t h1,
                                  int64_t w0, int64_t w1) {
     ir_graph *m = ir_graph_new();
     int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(C, C, 3, 3));
-    int y = conv(m, x, w, PADS1, NULL);
+    int y = pb_conv(m, x, w, PADS1, NULL);
     int st = pb_ints(m, 2, (int64_t[]){h0, w0}), en = pb_ints(m, 2, (int64_t[]){h1, w1}),
         ax = pb_ints(m, 2, (int64_t[]){2, 3});
     int sl = pb_op(m, IR_OP_Slice, 4, (int[]){x, st, en, ax}, 0, NULL);
@@ -544,7 +493,7 @@ static ir_graph *planted_one_box(int64_t C, int64_t H, int64_t W, int64_t h0, in
     return m;
 }
 
-/* conv(x, w flipped in both spatial dims): differs everywhere. */
+/* pb_conv(x, w flipped in both spatial dims): differs everywhere. */
 static ir_graph *planted_everywhere(int64_t C, int64_t H, int64_t W) {
     ir_graph *m = ir_graph_new();
     int x = pb_input(m, "x", TU_SHAPE(1, C, H, W)), w = pb_input(m, "w", TU_SHAPE(C, C, 3, 3));
@@ -552,7 +501,7 @@ static ir_graph *planted_everywhere(int64_t C, int64_t H, int64_t W) {
         en = pb_ints(m, 2, (int64_t[]){INT64_MIN, INT64_MIN}),
         ax = pb_ints(m, 2, (int64_t[]){2, 3}), sp = pb_ints(m, 2, (int64_t[]){-1, -1});
     int wf = pb_op(m, IR_OP_Slice, 5, (int[]){w, st, en, ax, sp}, 0, NULL);
-    pb_output(m, conv(m, x, wf, PADS1, NULL), "y");
+    pb_output(m, pb_conv(m, x, wf, PADS1, NULL), "y");
     return m;
 }
 
@@ -648,7 +597,7 @@ static void test_errors(void **state) {
     /* an output of another name */
     ir_graph *m = ir_graph_new();
     int x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5)), w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
-    pb_output(m, conv(m, x, w, PADS1, NULL), "z");
+    pb_output(m, pb_conv(m, x, w, PADS1, NULL), "z");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "'y'"));
     assert_int_equal(r.n_outputs, 0);
@@ -658,7 +607,8 @@ static void test_errors(void **state) {
     x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5));
     w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
     int extra = pb_input(m, "extra", TU_SHAPE(1, 2, 5, 5));
-    pb_output(m, pb_op(m, IR_OP_Add, 2, (int[]){conv(m, x, w, PADS1, NULL), extra}, 0, NULL), "y");
+    pb_output(m, pb_op(m, IR_OP_Add, 2, (int[]){pb_conv(m, x, w, PADS1, NULL), extra}, 0, NULL),
+              "y");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "'extra'"));
     ir_graph_free(m);
@@ -666,7 +616,7 @@ static void test_errors(void **state) {
     m = ir_graph_new();
     x = pb_input(m, "x", TU_SHAPE(1, 2, 5, 5));
     w = pb_input(m, "w", TU_SHAPE(2, 2, 3, 3));
-    pb_output(m, pb_op(m, IR_OP_Relu, 1, (int[]){conv(m, x, w, PADS1, NULL)}, 0, NULL), "y");
+    pb_output(m, pb_op(m, IR_OP_Relu, 1, (int[]){pb_conv(m, x, w, PADS1, NULL)}, 0, NULL), "y");
     assert_int_equal(pet_verify(o, m, NULL, &r, &d), IR_ERR_UNSUPPORTED);
     assert_non_null(strstr(d.msg, "mutant"));
     ir_graph_free(m);

@@ -35,12 +35,6 @@ static uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 typedef struct bits_ctx {
     atomic_uint *expanded_count; /* per state */
     atomic_long allocs, frees;
@@ -309,10 +303,10 @@ static void tree_end(xp_pool *p, tree_ctx *c) {
 static void test_budget_time(void **state) {
     (void)state;
     tree_ctx c = {.spin = 50};
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     xp_pool *p = tree_start(&c, 2, 0.2);
     assert_int_equal(xp_pool_wait(p), XP_STOP_TIME);
-    double dt = now_s() - t0;
+    double dt = ir_now_seconds() - t0;
     assert_true(dt >= 0.2 && dt < 3.0);
     tree_end(p, &c);
 }
@@ -364,9 +358,9 @@ static void test_throughput(void **state) {
     double secs = env && *env == '1' ? 1.0 : 0.1;
     /* calibrate the spin to ~20 us */
     uint64_t h = 0;
-    double t0 = now_s();
+    double t0 = ir_now_seconds();
     for (int i = 0; i < 200000; i++) h = mix64(h + (uint64_t)i);
-    double per = (now_s() - t0) / 200000;
+    double per = (ir_now_seconds() - t0) / 200000;
     if (h == 42) atomic_store_explicit(&tree_sink, h, memory_order_relaxed);
     int spin = (int)(20e-6 / per);
     double rate[2];
