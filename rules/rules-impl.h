@@ -99,6 +99,71 @@ void rw_fission_info_free(rw_fission_info *fi); /* NULL-safe, idempotent */
  * FissionAccumulate): they never belong to another fission's S. */
 bool rw_is_fission_op(ir_op_kind op);
 
+/* ---------------------------------------------------------------- substitution edits
+ * (rules-subst-edit.c) Shared by the substitution rules: predicates on what a matcher looks
+ * at, and the edit of a cloned graph (rw_subst_apply clones, builds the readers, calls a rule's
+ * apply, then rw_edit_commit). */
+
+bool rw_is_const(const ir_graph *g, int v); /* a constant with data */
+bool rw_is_output(const ir_graph *g, int v);
+int rw_n_readers(const rw_users *u, int v);
+/* v is read by node i alone and is not a graph output: removing i's reading leaves v dead. */
+bool rw_only_reader(const ir_graph *g, const rw_users *u, int v, int i);
+/* Nodes carrying magpie's own tags (a fission group's "magpie_fission_*") belong to another
+ * rewrite's structure: substitutions leave them alone. */
+bool rw_tagged(const ir_node *n);
+/* The producer of v when it is an untagged node of op `op` with output 0 = v, else -1. */
+int rw_producer_of(const ir_graph *g, int v, ir_op_kind op);
+
+#define RW_EDIT_MAX_DEAD 64
+
+typedef struct rw_edit {
+    ir_graph *g;
+    rw_users
+        u; /* readers in the clone before any edit; node indices stay valid until rw_edit_commit */
+    uint32_t dead[RW_EDIT_MAX_DEAD];
+    int n_dead;
+    int dead_val; /* a value removed although its producer stays (layout-elim's rename), or -1 */
+    uint32_t touched[RW_MAX_TOUCHED];
+    int n_touched;
+    bool overflow;
+    ir_diag *d;
+} rw_edit;
+
+/* Conv's geometry with defaults filled in; false for attributes magpie does not know. */
+typedef struct rw_conv_geo {
+    int S;
+    int64_t strides[3], dil[3], pads[6], group;
+    const char *auto_pad;
+} rw_conv_geo;
+
+bool rw_conv_geometry(const ir_graph *g, const ir_node *n, rw_conv_geo *c);
+
+/* Touches stable id `id` (once; overflow is set past RW_MAX_TOUCHED). */
+void rw_edit_touch(rw_edit *e, uint32_t id);
+/* Marks node i for removal at commit (and touches it). */
+void rw_edit_kill(rw_edit *e, int i);
+/* IR_ERR_NOMEM with "substitution: out of memory <what>". */
+ir_status rw_edit_nomem(rw_edit *e, const char *what);
+/* A new value (a new constant taking over blob b, released on failure) named after base;
+ * -1 when out of memory. */
+int rw_edit_value(ir_graph *g, const char *base, const char *suffix, ir_dtype t, const ir_shape *s);
+int rw_edit_const(ir_graph *g, const char *base, const char *suffix, ir_dtype t, const ir_shape *s,
+                  ir_blob *b);
+/* Adds a node named after base, infers it and touches it. Outputs that existed before keep
+ * their dtype and shape or the rewrite fails as a bug (IR_ERR_INTERNAL): that is the check that
+ * the new nodes compute the tensors the old ones did. */
+ir_status rw_edit_node(rw_edit *e, ir_op_kind op, const char *base, const char *suffix, int n_in,
+                       const int *in, int n_out, const int *out, int n_attrs, const ir_attr *attrs);
+/* Split(y) along axis into outs (sizes sz[i]), as the graph's opset spells it. */
+ir_status rw_edit_split(rw_edit *e, const char *base, int y, int axis, int n, const int64_t *sz,
+                        const int *outs);
+/* Readers (pre-edit) of `from` except the dead read `to` instead, each touched. */
+void rw_edit_rewire(rw_edit *e, int from, int to);
+/* Removes the dead nodes, their remaining outputs, dead_val, and the constants only dead nodes
+ * read; compacts value ids (node ids never change). */
+ir_status rw_edit_commit(rw_edit *e);
+
 /* ---------------------------------------------------------------- substitution rules */
 
 /* rw_apply for kind RW_SUBST (rules-subst.c): same contract as rw_apply. */
@@ -108,5 +173,8 @@ ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touch
 int rw_fold_candidates(const ir_graph *g, rw_rewrite *out, int max);
 ir_graph *rw_fold_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
                         ir_status *st, ir_diag *d);
+/* conv-before-pool (rules-pool.c): its candidates, and its apply on an edit in progress. */
+int rw_pool_candidates(const ir_graph *g, const rw_users *u, rw_rewrite *out, int max);
+ir_status rw_pool_apply(rw_edit *e, const rw_rewrite *r);
 
 #endif

@@ -31,43 +31,11 @@
 const char *rw_subst_rule_name(int rule) {
     static const char *const names[RW_SUBST_RULE_COUNT] = {
         "merge-matmul", "merge-conv",  "concat-matmul", "reassoc",
-        "distribute",   "layout-elim", "fold-weights"};
+        "distribute",   "layout-elim", "fold-weights",  "conv-before-pool"};
     return rule >= 0 && rule < RW_SUBST_RULE_COUNT ? names[rule] : "?";
 }
 
 /* ---------------------------------------------------------------- small predicates */
-
-static bool is_const(const ir_graph *g, int v) {
-    return v >= 0 && (g->values[v].flags & IR_VF_CONST) && g->values[v].blob;
-}
-
-static bool is_output(const ir_graph *g, int v) {
-    return (g->values[v].flags & IR_VF_OUTPUT) != 0;
-}
-
-static int n_readers(const rw_users *u, int v) {
-    return u->off[v + 1] - u->off[v];
-}
-
-/* v is read by node i alone and is not a graph output: removing i's reading leaves v dead. */
-static bool only_reader(const ir_graph *g, const rw_users *u, int v, int i) {
-    return !is_output(g, v) && n_readers(u, v) == 1 && u->node[u->off[v]] == i;
-}
-
-/* Nodes carrying magpie's own tags (a fission group's "magpie_fission_*") belong to another
- * rewrite's structure: substitutions leave them alone. */
-static bool tagged(const ir_node *n) {
-    for (int a = 0; a < n->n_attrs; a++)
-        if (!strncmp(n->attrs[a].name, "magpie_", 7)) return true;
-    return false;
-}
-
-/* The producer of v when it is an untagged node of op `op` with output 0 = v, else -1. */
-static int producer_of(const ir_graph *g, int v, ir_op_kind op) {
-    int p = v >= 0 ? g->values[v].producer : -1;
-    return p >= 0 && g->nodes[p].op == op && g->nodes[p].out[0] == v && !tagged(&g->nodes[p]) ? p
-                                                                                              : -1;
-}
 
 static bool reshape_like(ir_op_kind op) {
     return op == IR_OP_Reshape || op == IR_OP_Flatten || op == IR_OP_Squeeze ||
@@ -202,177 +170,6 @@ static ir_blob *concat_blob(int n, const void *const *data, const ir_shape *cons
     return b;
 }
 
-/* ---------------------------------------------------------------- the edit in progress */
-
-#define MAX_DEAD 64
-
-typedef struct sub_edit {
-    ir_graph *g;
-    rw_users u; /* readers in the clone before any edit; node indices stay valid until commit */
-    uint32_t dead[MAX_DEAD];
-    int n_dead;
-    int dead_val; /* a value removed although its producer stays (layout-elim's rename), or -1 */
-    uint32_t touched[RW_MAX_TOUCHED];
-    int n_touched;
-    bool overflow;
-    ir_diag *d;
-} sub_edit;
-
-static void touch(sub_edit *e, uint32_t id) {
-    for (int i = 0; i < e->n_touched; i++)
-        if (e->touched[i] == id) return;
-    if (e->n_touched == RW_MAX_TOUCHED)
-        e->overflow = true;
-    else
-        e->touched[e->n_touched++] = id;
-}
-
-/* Marks node i for removal at commit (and touches it). */
-static void kill(sub_edit *e, int i) {
-    uint32_t id = e->g->nodes[i].id;
-    touch(e, id);
-    for (int k = 0; k < e->n_dead; k++)
-        if (e->dead[k] == id) return;
-    IR_ASSERT(e->n_dead < MAX_DEAD); /* matchers bound the nodes a rule removes */
-    e->dead[e->n_dead++] = id;
-}
-
-static ir_status nomem(sub_edit *e, const char *what) {
-    return ir_diag_set(e->d, IR_ERR_NOMEM, "substitution: out of memory %s", what);
-}
-
-/* A new value named after base; -1 when out of memory. */
-static int new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype t,
-                     const ir_shape *s) {
-    char name[512];
-    snprintf(name, sizeof name, "%.400s.%s%u", base, suffix, g->next_node_id);
-    return ir_graph_add_value(g, name, t, s);
-}
-
-/* A new constant taking over blob b (released on failure). */
-static int new_const(ir_graph *g, const char *base, const char *suffix, ir_dtype t,
-                     const ir_shape *s, ir_blob *b) {
-    char name[512];
-    snprintf(name, sizeof name, "%.400s.%s%u", base, suffix, g->next_node_id);
-    return rw_add_const_blob(g, name, t, s, b);
-}
-
-/* Adds a node named after base, infers it and touches it. Outputs that existed before keep
- * their dtype and shape or the rewrite fails as a bug (IR_ERR_INTERNAL): that is the check that
- * the new nodes compute the tensors the old ones did. */
-static ir_status new_node(sub_edit *e, ir_op_kind op, const char *base, const char *suffix,
-                          int n_in, const int *in, int n_out, const int *out, int n_attrs,
-                          const ir_attr *attrs) {
-    ir_graph *g = e->g;
-    enum { MAXO = 8 };
-    IR_ASSERT(n_out <= MAXO);
-    ir_shape old[MAXO];
-    ir_dtype oldt[MAXO];
-    for (int k = 0; k < n_out; k++) {
-        old[k] = g->values[out[k]].shape;
-        oldt[k] = g->values[out[k]].dtype;
-    }
-    char name[512];
-    snprintf(name, sizeof name, "%.400s.%s%u", base, suffix, g->next_node_id);
-    int ni = ir_graph_add_node(g, op, name, n_in, in, n_out, out, n_attrs, attrs);
-    if (ni < 0) return nomem(e, "adding a node");
-    touch(e, g->nodes[ni].id);
-    ir_status st = ir_node_infer(g, &g->nodes[ni], e->d);
-    if (st != IR_OK) return st;
-    for (int k = 0; k < n_out; k++) {
-        const ir_value *v = &g->values[out[k]];
-        if (v->dtype != oldt[k] || !ir_shape_eq(&v->shape, &old[k]))
-            return ir_node_fail(e->d, IR_ERR_INTERNAL, &g->nodes[ni],
-                                "substitution changes the dtype or shape of '%s'", v->name);
-    }
-    return IR_OK;
-}
-
-/* Split(y) along axis into outs (sizes n[i]): the sizes as an input from opset 13, as the
- * `split` attribute before, which is what the executor and ONNX both read. */
-static ir_status new_split(sub_edit *e, const char *base, int y, int axis, int n, const int64_t *sz,
-                           const int *outs) {
-    ir_graph *g = e->g;
-    ir_attr at[2] = {{.name = "axis", .type = IR_ATTR_INT, .i = axis}};
-    int n_attrs = 1, in[2] = {y, -1}, n_in = 1;
-    if (g->opset >= 13) {
-        char name[512];
-        snprintf(name, sizeof name, "%.400s.split%u", base, g->next_node_id);
-        if ((in[1] = rw_add_const_i64(g, name, n, sz)) < 0) return nomem(e, "adding split sizes");
-        n_in = 2;
-    } else {
-        int64_t *ints = ir_graph_alloc(g, sizeof(int64_t) * (size_t)n);
-        if (!ints) return nomem(e, "adding split sizes");
-        memcpy(ints, sz, sizeof(int64_t) * (size_t)n);
-        at[1] = (ir_attr){.name = "split", .type = IR_ATTR_INTS, .n = n, .ints = ints};
-        n_attrs = 2;
-    }
-    return new_node(e, IR_OP_Split, base, "split", n_in, in, n, outs, n_attrs, at);
-}
-
-/* Readers (pre-edit) of `from` except the dead read `to` instead, each touched. */
-static void rewire_readers(sub_edit *e, int from, int to) {
-    for (int r = e->u.off[from]; r < e->u.off[from + 1]; r++) {
-        ir_node *n = &e->g->nodes[e->u.node[r]];
-        bool dead = false;
-        for (int k = 0; k < e->n_dead; k++) dead |= e->dead[k] == n->id;
-        if (dead) continue;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] == from) n->in[k] = to;
-        touch(e, n->id);
-    }
-}
-
-/* Removes the dead nodes, their remaining outputs, dead_val, and the constants only dead nodes
- * read; compacts value ids (node ids never change). */
-static ir_status commit(sub_edit *e) {
-    ir_graph *g = e->g;
-    int nn = g->n_nodes, nv = g->n_values;
-    unsigned char *dead = calloc((size_t)nn + 1, 1), *vdead = calloc((size_t)nv + 1, 1),
-                  *read = calloc((size_t)nv + 1, 1);
-    ir_status st = IR_OK;
-    if (!dead || !vdead || !read) {
-        st = nomem(e, "removing nodes");
-        goto out;
-    }
-    for (int k = 0; k < e->n_dead; k++) {
-        int i = rw_find_node(g, e->dead[k]);
-        IR_ASSERT(i >= 0);
-        dead[i] = 1;
-    }
-    for (int i = 0; i < nn; i++)
-        if (!dead[i])
-            for (int k = 0; k < g->nodes[i].n_in; k++)
-                if (g->nodes[i].in[k] >= 0) read[g->nodes[i].in[k]] = 1;
-    for (int i = 0; i < nn; i++) {
-        if (!dead[i]) continue;
-        const ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) {
-                /* the rule re-produced every output that someone still needs */
-                IR_ASSERT(!read[n->out[k]] && !is_output(g, n->out[k]));
-                vdead[n->out[k]] = 1;
-            }
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v >= 0 && !read[v] && g->values[v].producer < 0 &&
-                (g->values[v].flags & IR_VF_CONST) &&
-                !(g->values[v].flags & (IR_VF_INPUT | IR_VF_OUTPUT)))
-                vdead[v] = 1;
-        }
-    }
-    if (e->dead_val >= 0) {
-        IR_ASSERT(!read[e->dead_val] && !is_output(g, e->dead_val));
-        vdead[e->dead_val] = 1;
-    }
-    st = rw_remove(g, dead, vdead, e->d);
-out:
-    free(dead);
-    free(vdead);
-    free(read);
-    return st;
-}
-
 /* ---------------------------------------------------------------- merge-matmul, merge-conv */
 
 /* Two nodes on one input whose constant weights concatenate along w_axis into one node; its
@@ -384,8 +181,8 @@ typedef struct merge_match {
 
 static ir_status match_merge_mm(const ir_graph *g, int ia, int ib, merge_match *m, ir_diag *d) {
     const ir_node *a = &g->nodes[ia], *b = &g->nodes[ib];
-    if (ia == ib || a->op != b->op || (a->op != IR_OP_MatMul && a->op != IR_OP_Gemm) || tagged(a) ||
-        tagged(b))
+    if (ia == ib || a->op != b->op || (a->op != IR_OP_MatMul && a->op != IR_OP_Gemm) ||
+        rw_tagged(a) || rw_tagged(b))
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-matmul: needs two MatMuls or two Gemms");
     if (a->in[0] < 0 || a->in[0] != b->in[0])
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-matmul: does not read the input of '%s'",
@@ -393,7 +190,7 @@ static ir_status match_merge_mm(const ir_graph *g, int ia, int ib, merge_match *
     if (a->out[0] < 0 || b->out[0] < 0)
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-matmul: output omitted");
     int w1 = a->in[1], w2 = b->in[1];
-    if (!is_const(g, w1) || !is_const(g, w2))
+    if (!rw_is_const(g, w1) || !rw_is_const(g, w2))
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-matmul: right-hand sides not constant");
     if (w1 == w2)
         return ir_node_fail(d, IR_ERR_INVALID, b,
@@ -418,8 +215,8 @@ static ir_status match_merge_mm(const ir_graph *g, int ia, int ib, merge_match *
         int c1 = a->n_in > 2 ? a->in[2] : -1, c2 = b->n_in > 2 ? b->in[2] : -1;
         if ((c1 < 0) != (c2 < 0))
             return ir_node_fail(d, IR_ERR_INVALID, b, "merge-matmul: only one Gemm has C");
-        if (c1 >= 0 && (!is_const(g, c1) || !is_const(g, c2) || g->values[c1].dtype != x->dtype ||
-                        g->values[c2].dtype != x->dtype))
+        if (c1 >= 0 && (!rw_is_const(g, c1) || !rw_is_const(g, c2) ||
+                        g->values[c1].dtype != x->dtype || g->values[c2].dtype != x->dtype))
             return ir_node_fail(d, IR_ERR_INVALID, b,
                                 "merge-matmul: C not a constant of X's dtype");
         m->w_axis = ir_attr_int(a, "transB", 0) ? 0 : 1;
@@ -439,51 +236,6 @@ static ir_status match_merge_mm(const ir_graph *g, int ia, int ib, merge_match *
     return IR_OK;
 }
 
-/* Conv's geometry with defaults filled in; false for attributes magpie does not know. */
-typedef struct conv_geo {
-    int S;
-    int64_t strides[3], dil[3], pads[6], group;
-    const char *auto_pad;
-} conv_geo;
-
-static bool ints_attr(const ir_attr *at, int n, int64_t *out) {
-    if (at->type != IR_ATTR_INTS || at->n != n) return false;
-    memcpy(out, at->ints, sizeof(int64_t) * (size_t)n);
-    return true;
-}
-
-static bool conv_geometry(const ir_graph *g, const ir_node *n, conv_geo *c) {
-    const ir_shape *w = &g->values[n->in[1]].shape;
-    memset(c, 0, sizeof *c); /* compared with memcmp: unused entries are 0 */
-    c->S = w->rank - 2;
-    if (c->S < 1 || c->S > 3) return false;
-    for (int i = 0; i < c->S; i++) c->strides[i] = c->dil[i] = 1;
-    for (int i = 0; i < 2 * c->S; i++) c->pads[i] = 0;
-    c->group = 1;
-    c->auto_pad = "NOTSET";
-    for (int a = 0; a < n->n_attrs; a++) {
-        const ir_attr *at = &n->attrs[a];
-        int64_t ks[3];
-        bool ok;
-        if (!strcmp(at->name, "strides"))
-            ok = ints_attr(at, c->S, c->strides);
-        else if (!strcmp(at->name, "dilations"))
-            ok = ints_attr(at, c->S, c->dil);
-        else if (!strcmp(at->name, "pads"))
-            ok = ints_attr(at, 2 * c->S, c->pads);
-        else if (!strcmp(at->name, "kernel_shape"))
-            ok = ints_attr(at, c->S, ks) && !memcmp(ks, w->dims + 2, sizeof(int64_t) * c->S);
-        else if (!strcmp(at->name, "group"))
-            ok = at->type == IR_ATTR_INT && (c->group = at->i, true);
-        else if (!strcmp(at->name, "auto_pad"))
-            ok = at->type == IR_ATTR_STRING && (c->auto_pad = at->s ? at->s : "", true);
-        else
-            ok = false;
-        if (!ok) return false;
-    }
-    return true;
-}
-
 static ir_status match_merge_conv(const ir_graph *g, int ia, int ib, merge_match *m, ir_diag *d) {
     const ir_node *a = &g->nodes[ia], *b = &g->nodes[ib];
     if (ia == ib || a->op != IR_OP_Conv || b->op != IR_OP_Conv)
@@ -494,7 +246,7 @@ static ir_status match_merge_conv(const ir_graph *g, int ia, int ib, merge_match
     if (a->out[0] < 0 || b->out[0] < 0)
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-conv: output omitted");
     int w1 = a->in[1], w2 = b->in[1];
-    if (!is_const(g, w1) || !is_const(g, w2) || w1 == w2)
+    if (!rw_is_const(g, w1) || !rw_is_const(g, w2) || w1 == w2)
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-conv: weights not two constants");
     ir_dtype t = g->values[a->in[0]].dtype;
     const ir_shape *s1 = &g->values[w1].shape, *s2 = &g->values[w2].shape;
@@ -507,11 +259,11 @@ static ir_status match_merge_conv(const ir_graph *g, int ia, int ib, merge_match
     for (int k = 0; k < 2; k++) {
         const ir_node *n = k ? b : a;
         int bias = n->n_in > 2 ? n->in[2] : -1;
-        if (bias >= 0 && (!is_const(g, bias) || g->values[bias].dtype != t))
+        if (bias >= 0 && (!rw_is_const(g, bias) || g->values[bias].dtype != t))
             return ir_node_fail(d, IR_ERR_INVALID, n, "merge-conv: bias not a constant");
     }
-    conv_geo c1, c2;
-    if (!conv_geometry(g, a, &c1) || !conv_geometry(g, b, &c2))
+    rw_conv_geo c1, c2;
+    if (!rw_conv_geometry(g, a, &c1) || !rw_conv_geometry(g, b, &c2))
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-conv: unexpected attributes");
     if (c1.group != 1 || c2.group != 1)
         return ir_node_fail(d, IR_ERR_INVALID, b, "merge-conv: grouped convolution");
@@ -533,7 +285,7 @@ static ir_status match_merge_conv(const ir_graph *g, int ia, int ib, merge_match
 
 /* Gemm's C1, C2 as one constant [R, N1+N2] (R = 1 written as rank 1): each broadcast to
  * [R, Ni] first, R = M when either C has rows. */
-static int merged_gemm_c(sub_edit *e, int c1, int c2, int64_t M, int64_t n1, int64_t n2) {
+static int merged_gemm_c(rw_edit *e, int c1, int c2, int64_t M, int64_t n1, int64_t n2) {
     ir_graph *g = e->g;
     const ir_value *v[2] = {&g->values[c1], &g->values[c2]};
     int64_t R = 1;
@@ -552,11 +304,11 @@ static int merged_gemm_c(sub_edit *e, int c1, int c2, int64_t M, int64_t n1, int
     ir_blob_unref(p[0]);
     ir_blob_unref(p[1]);
     if (R == 1) out = ir_shape_make(1, (int64_t[]){n1 + n2});
-    return new_const(g, g->values[c1].name, "cat", t, &out, cat);
+    return rw_edit_const(g, g->values[c1].name, "cat", t, &out, cat);
 }
 
 /* Conv bias i (or zeros when absent) for the merged conv. */
-static int merged_conv_bias(sub_edit *e, int b1, int b2, ir_dtype t, int64_t n1, int64_t n2,
+static int merged_conv_bias(rw_edit *e, int b1, int b2, ir_dtype t, int64_t n1, int64_t n2,
                             const char *base) {
     ir_graph *g = e->g;
     size_t es = ir_dtype_size(t);
@@ -567,10 +319,10 @@ static int merged_conv_bias(sub_edit *e, int b1, int b2, ir_dtype t, int64_t n1,
     char *dst = ir_blob_data(cat); /* zero-filled: an absent bias adds zeros */
     if (b1 >= 0) memcpy(dst, ir_value_data(&g->values[b1]), (size_t)n1 * es);
     if (b2 >= 0) memcpy(dst + (size_t)n1 * es, ir_value_data(&g->values[b2]), (size_t)n2 * es);
-    return new_const(g, base, "bias", t, &out, cat); /* base is the weight's: not its "cat" */
+    return rw_edit_const(g, base, "bias", t, &out, cat); /* base is the weight's: not its "cat" */
 }
 
-static ir_status apply_merge(sub_edit *e, const rw_rewrite *r, bool conv) {
+static ir_status apply_merge(rw_edit *e, const rw_rewrite *r, bool conv) {
     ir_graph *g = e->g;
     int ia = rw_find_node(g, r->node_id), ib = rw_find_node(g, r->user_id);
     if (ia < 0 || ib < 0)
@@ -589,8 +341,8 @@ static ir_status apply_merge(sub_edit *e, const rw_rewrite *r, bool conv) {
     int n_attrs = a->n_attrs;
     const ir_attr *attrs = a->attrs;
     ir_dtype t = g->values[x].dtype;
-    kill(e, ia);
-    kill(e, ib);
+    rw_edit_kill(e, ia);
+    rw_edit_kill(e, ib);
     g->nodes[ia].out[0] = g->nodes[ib].out[0] = -1; /* the Split re-produces y1 and y2 */
 
     const ir_value *v1 = &g->values[w1], *v2 = &g->values[w2];
@@ -598,26 +350,26 @@ static ir_status apply_merge(sub_edit *e, const rw_rewrite *r, bool conv) {
     ws.dims[m.w_axis] += v2->shape.dims[m.w_axis];
     const void *data[2] = {ir_value_data(v1), ir_value_data(v2)};
     const ir_shape *shapes[2] = {&v1->shape, &v2->shape};
-    int wv = new_const(g, v1->name, "cat", t, &ws,
-                       concat_blob(2, data, shapes, m.w_axis, &ws, ir_dtype_size(t)));
-    if (wv < 0) return nomem(e, "concatenating weights");
+    int wv = rw_edit_const(g, v1->name, "cat", t, &ws,
+                           concat_blob(2, data, shapes, m.w_axis, &ws, ir_dtype_size(t)));
+    if (wv < 0) return rw_edit_nomem(e, "concatenating weights");
     int cv = -1;
     if (conv && (c1 >= 0 || c2 >= 0))
         cv = merged_conv_bias(e, c1, c2, t, m.n1, m.n2, g->values[w1].name);
     else if (!conv && c1 >= 0)
         cv = merged_gemm_c(e, c1, c2, g->values[y1].shape.dims[0], m.n1, m.n2);
-    if ((c1 >= 0 || c2 >= 0) && cv < 0) return nomem(e, "concatenating biases");
+    if ((c1 >= 0 || c2 >= 0) && cv < 0) return rw_edit_nomem(e, "concatenating biases");
     ir_shape ys = g->values[y1].shape;
     ys.dims[m.out_axis] = m.n1 + m.n2;
-    int yv = new_value(g, g->values[y1].name, "merged", t, &ys);
-    if (yv < 0) return nomem(e, "adding the merged output");
+    int yv = rw_edit_value(g, g->values[y1].name, "merged", t, &ys);
+    if (yv < 0) return rw_edit_nomem(e, "adding the merged output");
     int in[3] = {x, wv, cv};
-    if ((st = new_node(e, op, name, "merged", cv >= 0 ? 3 : 2, in, 1, &yv, n_attrs, attrs)) !=
+    if ((st = rw_edit_node(e, op, name, "merged", cv >= 0 ? 3 : 2, in, 1, &yv, n_attrs, attrs)) !=
         IR_OK)
         return st;
     int64_t sz[2] = {m.n1, m.n2};
     int outs[2] = {y1, y2};
-    return new_split(e, name, yv, m.out_axis, 2, sz, outs);
+    return rw_edit_split(e, name, yv, m.out_axis, 2, sz, outs);
 }
 
 /* ---------------------------------------------------------------- concat-matmul */
@@ -646,9 +398,10 @@ static int concat_axis(const ir_node *n, int rank) {
 static ir_status match_cm_forward(const ir_graph *g, int im, uint32_t cat_id, cm_match *m,
                                   ir_diag *d) {
     const ir_node *n = &g->nodes[im];
-    if (n->op != IR_OP_MatMul || n->out[0] < 0 || n->in[0] < 0 || n->in[1] == n->in[0] || tagged(n))
+    if (n->op != IR_OP_MatMul || n->out[0] < 0 || n->in[0] < 0 || n->in[1] == n->in[0] ||
+        rw_tagged(n))
         return ir_node_fail(d, IR_ERR_INVALID, n, "concat-matmul: not a MatMul of two values");
-    int ic = producer_of(g, n->in[0], IR_OP_Concat);
+    int ic = rw_producer_of(g, n->in[0], IR_OP_Concat);
     if (ic < 0 || g->nodes[ic].id != cat_id)
         return ir_node_fail(d, IR_ERR_INVALID, n,
                             "concat-matmul: left input not produced by Concat id %u", cat_id);
@@ -672,15 +425,15 @@ static ir_status match_cm_back(const ir_graph *g, const rw_users *u, int ic, cm_
                                ir_diag *d) {
     const ir_node *c = &g->nodes[ic];
     if (c->op != IR_OP_Concat || c->out[0] < 0 || c->n_in < 2 || c->n_in + 3 > RW_MAX_TOUCHED ||
-        c->n_in + 1 > MAX_DEAD || tagged(c))
+        c->n_in + 1 > RW_EDIT_MAX_DEAD || rw_tagged(c))
         return ir_node_fail(d, IR_ERR_INVALID, c, "concat-matmul: not a Concat of 2 to %d parts",
                             RW_MAX_TOUCHED - 3);
     int b = -1, ra = 0;
     const ir_shape *a0 = NULL;
     ir_dtype t = IR_DTYPE_NONE;
     for (int k = 0; k < c->n_in; k++) {
-        int p = producer_of(g, c->in[k], IR_OP_MatMul);
-        if (p < 0 || !only_reader(g, u, c->in[k], ic))
+        int p = rw_producer_of(g, c->in[k], IR_OP_MatMul);
+        if (p < 0 || !rw_only_reader(g, u, c->in[k], ic))
             return ir_node_fail(d, IR_ERR_INVALID, c,
                                 "concat-matmul: part %d is not a MatMul only the Concat reads", k);
         const ir_node *pn = &g->nodes[p];
@@ -717,7 +470,7 @@ static ir_status match_cm_back(const ir_graph *g, const rw_users *u, int ic, cm_
     return IR_OK;
 }
 
-static ir_status apply_cm(sub_edit *e, const rw_rewrite *r) {
+static ir_status apply_cm(rw_edit *e, const rw_rewrite *r) {
     ir_graph *g = e->g;
     int i0 = rw_find_node(g, r->node_id);
     if (i0 < 0)
@@ -738,24 +491,24 @@ static ir_status apply_cm(sub_edit *e, const rw_rewrite *r) {
         const ir_node *mm = &g->nodes[m.mm];
         const char *name = mm->name;
         int b = mm->in[1], y = mm->out[0];
-        kill(e, m.mm);
-        if (only_reader(g, &e->u, mm->in[0], m.mm)) kill(e, m.cat);
+        rw_edit_kill(e, m.mm);
+        if (rw_only_reader(g, &e->u, mm->in[0], m.mm)) rw_edit_kill(e, m.cat);
         g->nodes[m.mm].out[0] = -1;
         int *ys = malloc(sizeof(int) * (size_t)n);
-        if (!ys) return nomem(e, "splitting a MatMul");
+        if (!ys) return rw_edit_nomem(e, "splitting a MatMul");
         for (int k = 0; k < n && st == IR_OK; k++) {
             ir_shape s = g->values[y].shape;
             s.dims[m.y_axis] = g->values[parts[k]].shape.dims[m.a_axis];
-            ys[k] = new_value(g, g->values[y].name, "part", g->values[y].dtype, &s);
+            ys[k] = rw_edit_value(g, g->values[y].name, "part", g->values[y].dtype, &s);
             if (ys[k] < 0) {
-                st = nomem(e, "splitting a MatMul");
+                st = rw_edit_nomem(e, "splitting a MatMul");
                 break;
             }
-            st = new_node(e, IR_OP_MatMul, name, "part", 2, (int[]){parts[k], b}, 1, &ys[k], 0,
-                          NULL);
+            st = rw_edit_node(e, IR_OP_MatMul, name, "part", 2, (int[]){parts[k], b}, 1, &ys[k], 0,
+                              NULL);
         }
         ir_attr ax = {.name = "axis", .type = IR_ATTR_INT, .i = m.y_axis};
-        if (st == IR_OK) st = new_node(e, IR_OP_Concat, name, "concat", n, ys, 1, &y, 1, &ax);
+        if (st == IR_OK) st = rw_edit_node(e, IR_OP_Concat, name, "concat", n, ys, 1, &y, 1, &ax);
         free(ys);
         return st;
     }
@@ -763,7 +516,7 @@ static ir_status apply_cm(sub_edit *e, const rw_rewrite *r) {
     const char *name = c->name;
     int y = c->out[0];
     int *as = malloc(sizeof(int) * (size_t)n);
-    if (!as) return nomem(e, "merging MatMuls");
+    if (!as) return rw_edit_nomem(e, "merging MatMuls");
     ir_shape cs = {0};
     int b = -1;
     for (int k = 0; k < n; k++) {
@@ -775,17 +528,17 @@ static ir_status apply_cm(sub_edit *e, const rw_rewrite *r) {
             cs = *s;
         else
             cs.dims[m.a_axis] += s->dims[m.a_axis];
-        kill(e, p);
+        rw_edit_kill(e, p);
     }
-    kill(e, m.cat);
+    rw_edit_kill(e, m.cat);
     g->nodes[m.cat].out[0] = -1;
     ir_dtype t = g->values[as[0]].dtype;
-    int cv = new_value(g, g->values[y].name, "rows", t, &cs);
+    int cv = rw_edit_value(g, g->values[y].name, "rows", t, &cs);
     ir_attr ax = {.name = "axis", .type = IR_ATTR_INT, .i = m.a_axis};
     if (cv < 0)
-        st = nomem(e, "merging MatMuls");
-    else if ((st = new_node(e, IR_OP_Concat, name, "rows", n, as, 1, &cv, 1, &ax)) == IR_OK)
-        st = new_node(e, IR_OP_MatMul, name, "matmul", 2, (int[]){cv, b}, 1, &y, 0, NULL);
+        st = rw_edit_nomem(e, "merging MatMuls");
+    else if ((st = rw_edit_node(e, IR_OP_Concat, name, "rows", n, as, 1, &cv, 1, &ax)) == IR_OK)
+        st = rw_edit_node(e, IR_OP_MatMul, name, "matmul", 2, (int[]){cv, b}, 1, &y, 0, NULL);
     free(as);
     return st;
 }
@@ -802,16 +555,16 @@ typedef struct arith_match {
 static ir_status match_reassoc(const ir_graph *g, const rw_users *u, int i, arith_match *m,
                                ir_diag *d) {
     const ir_node *n = &g->nodes[i];
-    if ((n->op != IR_OP_Add && n->op != IR_OP_Mul) || n->n_in != 2 || n->out[0] < 0 || tagged(n))
+    if ((n->op != IR_OP_Add && n->op != IR_OP_Mul) || n->n_in != 2 || n->out[0] < 0 || rw_tagged(n))
         return ir_node_fail(d, IR_ERR_INVALID, n, "reassoc: not a binary Add or Mul");
     m->inner = -1;
     for (int k = 0; k < 2 && m->inner < 0; k++) {
-        int p = producer_of(g, n->in[k], n->op);
-        if (p < 0 || !is_const(g, n->in[1 - k]) || !only_reader(g, u, n->in[k], i) ||
+        int p = rw_producer_of(g, n->in[k], n->op);
+        if (p < 0 || !rw_is_const(g, n->in[1 - k]) || !rw_only_reader(g, u, n->in[k], i) ||
             g->nodes[p].n_in != 2)
             continue;
         const ir_node *pn = &g->nodes[p];
-        int j = is_const(g, pn->in[1]) ? 1 : is_const(g, pn->in[0]) ? 0 : -1;
+        int j = rw_is_const(g, pn->in[1]) ? 1 : rw_is_const(g, pn->in[0]) ? 0 : -1;
         if (j < 0 || pn->in[1 - j] < 0) continue;
         m->inner = p;
         m->x = pn->in[1 - j];
@@ -837,11 +590,11 @@ static ir_status match_reassoc(const ir_graph *g, const rw_users *u, int i, arit
 static ir_status match_distribute(const ir_graph *g, const rw_users *u, int i, arith_match *m,
                                   ir_diag *d) {
     const ir_node *n = &g->nodes[i];
-    if (n->op != IR_OP_Add || n->n_in != 2 || n->out[0] < 0 || tagged(n))
+    if (n->op != IR_OP_Add || n->n_in != 2 || n->out[0] < 0 || rw_tagged(n))
         return ir_node_fail(d, IR_ERR_INVALID, n, "distribute: not a binary Add");
-    int p1 = producer_of(g, n->in[0], IR_OP_Mul), p2 = producer_of(g, n->in[1], IR_OP_Mul);
-    if (p1 < 0 || p2 < 0 || p1 == p2 || !only_reader(g, u, n->in[0], i) ||
-        !only_reader(g, u, n->in[1], i) || g->nodes[p1].n_in != 2 || g->nodes[p2].n_in != 2)
+    int p1 = rw_producer_of(g, n->in[0], IR_OP_Mul), p2 = rw_producer_of(g, n->in[1], IR_OP_Mul);
+    if (p1 < 0 || p2 < 0 || p1 == p2 || !rw_only_reader(g, u, n->in[0], i) ||
+        !rw_only_reader(g, u, n->in[1], i) || g->nodes[p1].n_in != 2 || g->nodes[p2].n_in != 2)
         return ir_node_fail(d, IR_ERR_INVALID, n,
                             "distribute: operands are not two Muls only this Add reads");
     const ir_node *m1 = &g->nodes[p1], *m2 = &g->nodes[p2];
@@ -871,7 +624,7 @@ static ir_status match_distribute(const ir_graph *g, const rw_users *u, int i, a
     return IR_OK;
 }
 
-static ir_status apply_arith(sub_edit *e, const rw_rewrite *r, bool distribute) {
+static ir_status apply_arith(rw_edit *e, const rw_rewrite *r, bool distribute) {
     ir_graph *g = e->g;
     int i = rw_find_node(g, r->node_id);
     if (i < 0)
@@ -885,29 +638,29 @@ static ir_status apply_arith(sub_edit *e, const rw_rewrite *r, bool distribute) 
     const char *name = n->name;
     int y = n->out[0];
     ir_dtype t = g->values[y].dtype;
-    kill(e, i);
+    rw_edit_kill(e, i);
     if (distribute) {
-        kill(e, m.p1);
-        kill(e, m.p2);
+        rw_edit_kill(e, m.p1);
+        rw_edit_kill(e, m.p2);
     } else {
-        kill(e, m.inner);
+        rw_edit_kill(e, m.inner);
     }
     g->nodes[i].out[0] = -1;
     int cv;
-    if (is_const(g, m.a) && is_const(g, m.b) && ir_dtype_is_float(t)) {
+    if (rw_is_const(g, m.a) && rw_is_const(g, m.b) && ir_dtype_is_float(t)) {
         /* both constant: fold them now into a new constant (never into an old blob) */
-        cv = new_const(g, g->values[m.a].name, "fold", t, &m.c,
-                       fold_blob(fold_op, &g->values[m.a], &g->values[m.b], &m.c));
-        if (cv < 0) return nomem(e, "folding constants");
+        cv = rw_edit_const(g, g->values[m.a].name, "fold", t, &m.c,
+                           fold_blob(fold_op, &g->values[m.a], &g->values[m.b], &m.c));
+        if (cv < 0) return rw_edit_nomem(e, "folding constants");
     } else {
-        cv = new_value(g, g->values[y].name, "sum", t, &m.c);
-        if (cv < 0) return nomem(e, "adding a sum");
-        if ((st = new_node(e, fold_op, name, "sum", 2, (int[]){m.a, m.b}, 1, &cv, 0, NULL)) !=
+        cv = rw_edit_value(g, g->values[y].name, "sum", t, &m.c);
+        if (cv < 0) return rw_edit_nomem(e, "adding a sum");
+        if ((st = rw_edit_node(e, fold_op, name, "sum", 2, (int[]){m.a, m.b}, 1, &cv, 0, NULL)) !=
             IR_OK)
             return st;
     }
     int in[2] = {distribute ? cv : m.x, distribute ? m.x : cv};
-    return new_node(e, op, name, distribute ? "dist" : "reassoc", 2, in, 1, &y, 0, NULL);
+    return rw_edit_node(e, op, name, distribute ? "dist" : "reassoc", 2, in, 1, &y, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- layout-elim */
@@ -928,7 +681,7 @@ static ir_status match_layout(const ir_graph *g, const rw_users *u, int i, le_ma
     const ir_node *n = &g->nodes[i];
     bool tr = n->op == IR_OP_Transpose, rs = reshape_like(n->op);
     if ((!tr && !rs && n->op != IR_OP_Identity) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 ||
-        tagged(n))
+        rw_tagged(n))
         return ir_node_fail(d, IR_ERR_INVALID, n,
                             "layout-elim: not a Transpose, Reshape or Identity");
     int y = n->out[0], x0 = n->in[0];
@@ -943,7 +696,7 @@ static ir_status match_layout(const ir_graph *g, const rw_users *u, int i, le_ma
     if (n->op == IR_OP_Identity || (tr && perm_is_noop(perm, xs)) || (rs && ir_shape_eq(xs, ys))) {
         m->kind = LE_REMOVE;
     } else if (tr) {
-        int p = producer_of(g, x0, IR_OP_Transpose);
+        int p = rw_producer_of(g, x0, IR_OP_Transpose);
         int p1[IR_MAX_RANK];
         if (p >= 0 && g->nodes[p].in[0] >= 0 &&
             get_perm(&g->nodes[p], g->values[g->nodes[p].in[0]].shape.rank, p1)) {
@@ -955,7 +708,7 @@ static ir_status match_layout(const ir_graph *g, const rw_users *u, int i, le_ma
     } else if (rs) {
         int p = g->values[x0].producer;
         if (p >= 0 && reshape_like(g->nodes[p].op) && g->nodes[p].out[0] == x0 &&
-            !tagged(&g->nodes[p]) && g->nodes[p].in[0] >= 0) {
+            !rw_tagged(&g->nodes[p]) && g->nodes[p].in[0] >= 0) {
             m->inner = p;
             m->x = g->nodes[p].in[0];
             m->kind = ir_shape_eq(&g->values[m->x].shape, ys) ? LE_REMOVE : LE_RESHAPE;
@@ -964,23 +717,23 @@ static ir_status match_layout(const ir_graph *g, const rw_users *u, int i, le_ma
         }
     }
     if (m->kind < 0) return ir_node_fail(d, IR_ERR_INVALID, n, "layout-elim: nothing to eliminate");
-    m->kill_inner = m->inner >= 0 && only_reader(g, u, x0, i);
+    m->kill_inner = m->inner >= 0 && rw_only_reader(g, u, x0, i);
     m->rename = false;
     int rewired = 0;
     if (m->kind == LE_REMOVE) {
         if (ir_value_on_host(g, m->x))
             return ir_node_fail(d, IR_ERR_INVALID, n, "layout-elim: reads a host tensor");
-        if (is_output(g, y)) {
+        if (rw_is_output(g, y)) {
             /* Keep the output's name: x's producer writes y instead of x. */
             int px = g->values[m->x].producer;
-            if (px < 0 || is_output(g, m->x))
+            if (px < 0 || rw_is_output(g, m->x))
                 return ir_node_fail(d, IR_ERR_INVALID, n,
                                     "layout-elim: its output is a graph output and its input is "
                                     "a graph input, a constant or another graph output");
             m->rename = true;
-            rewired = n_readers(u, m->x) + 1;
+            rewired = rw_n_readers(u, m->x) + 1;
         } else {
-            rewired = n_readers(u, y);
+            rewired = rw_n_readers(u, y);
         }
     }
     if (rewired + 3 > RW_MAX_TOUCHED)
@@ -989,7 +742,7 @@ static ir_status match_layout(const ir_graph *g, const rw_users *u, int i, le_ma
     return IR_OK;
 }
 
-static ir_status apply_layout(sub_edit *e, const rw_rewrite *r) {
+static ir_status apply_layout(rw_edit *e, const rw_rewrite *r) {
     ir_graph *g = e->g;
     int i = rw_find_node(g, r->node_id);
     if (i < 0)
@@ -999,27 +752,27 @@ static ir_status apply_layout(sub_edit *e, const rw_rewrite *r) {
     if (st != IR_OK) return st;
     const char *name = g->nodes[i].name;
     int y = g->nodes[i].out[0];
-    kill(e, i);
-    if (m.kill_inner) kill(e, m.inner);
+    rw_edit_kill(e, i);
+    if (m.kill_inner) rw_edit_kill(e, m.inner);
     if (m.kind != LE_REMOVE || m.rename) g->nodes[i].out[0] = -1; /* y gets another producer */
     if (m.kind == LE_TRANSPOSE) {
         int rank = g->values[m.x].shape.rank;
         int64_t *p = ir_graph_alloc(g, sizeof(int64_t) * (size_t)rank);
-        if (!p) return nomem(e, "composing transposes");
+        if (!p) return rw_edit_nomem(e, "composing transposes");
         for (int k = 0; k < rank; k++) p[k] = m.perm[k];
         ir_attr at = {.name = "perm", .type = IR_ATTR_INTS, .n = rank, .ints = p};
-        return new_node(e, IR_OP_Transpose, name, "perm", 1, &m.x, 1, &y, 1, &at);
+        return rw_edit_node(e, IR_OP_Transpose, name, "perm", 1, &m.x, 1, &y, 1, &at);
     }
     if (m.kind == LE_RESHAPE) {
         char sname[512];
         snprintf(sname, sizeof sname, "%.400s.shape%u", name, g->next_node_id);
         ir_shape ys = g->values[y].shape;
         int sv = rw_add_const_i64(g, sname, ys.rank, ys.dims);
-        if (sv < 0) return nomem(e, "adding a shape");
-        return new_node(e, IR_OP_Reshape, name, "reshape", 2, (int[]){m.x, sv}, 1, &y, 0, NULL);
+        if (sv < 0) return rw_edit_nomem(e, "adding a shape");
+        return rw_edit_node(e, IR_OP_Reshape, name, "reshape", 2, (int[]){m.x, sv}, 1, &y, 0, NULL);
     }
     if (!m.rename) {
-        rewire_readers(e, y, m.x);
+        rw_edit_rewire(e, y, m.x);
         return IR_OK;
     }
     int px = g->values[m.x].producer;
@@ -1027,8 +780,8 @@ static ir_status apply_layout(sub_edit *e, const rw_rewrite *r) {
     for (int k = 0; k < p->n_out; k++)
         if (p->out[k] == m.x) p->out[k] = y;
     g->values[y].producer = px;
-    touch(e, p->id);
-    rewire_readers(e, m.x, y);
+    rw_edit_touch(e, p->id);
+    rw_edit_rewire(e, m.x, y);
     e->dead_val = m.x;
     return IR_OK;
 }
@@ -1040,7 +793,7 @@ ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touch
     IR_ASSERT(r->kind == RW_SUBST);
     if (r->value == RW_SUBST_FOLD_WEIGHTS) return rw_fold_apply(g, r, touched, n_touched, st, d);
     ir_status s = IR_OK;
-    sub_edit e = {.dead_val = -1, .d = d};
+    rw_edit e = {.dead_val = -1, .d = d};
     if (n_touched) *n_touched = 0;
     ir_graph *g2 = ir_graph_clone(g);
     if (!g2) {
@@ -1056,13 +809,14 @@ ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touch
     case RW_SUBST_REASSOC: s = apply_arith(&e, r, false); break;
     case RW_SUBST_DISTRIBUTE: s = apply_arith(&e, r, true); break;
     case RW_SUBST_LAYOUT_ELIM: s = apply_layout(&e, r); break;
+    case RW_SUBST_CONV_BEFORE_POOL: s = rw_pool_apply(&e, r); break;
     default: s = ir_diag_set(d, IR_ERR_INVALID, "substitution: unknown rule %d", r->value); break;
     }
     if (s == IR_OK && e.overflow)
         s = ir_diag_set(d, IR_ERR_UNSUPPORTED,
                         "substitution %s at node id %u touches over %d nodes",
                         rw_subst_rule_name(r->value), r->node_id, RW_MAX_TOUCHED);
-    if (s == IR_OK) s = commit(&e);
+    if (s == IR_OK) s = rw_edit_commit(&e);
     if (s == IR_OK) s = rw_finish_graph(g2, d);
 out:
     rw_users_free(&e.u);
@@ -1109,7 +863,7 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max) {
         cm_match m;
         const ir_node *n = &g->nodes[i];
         if (n->op == IR_OP_MatMul && n->in[0] >= 0) {
-            int c = producer_of(g, n->in[0], IR_OP_Concat);
+            int c = rw_producer_of(g, n->in[0], IR_OP_Concat);
             if (c >= 0 && match_cm_forward(g, i, g->nodes[c].id, &m, NULL) == IR_OK &&
                 !push(out, max, &cnt, RW_SUBST_CONCAT_MATMUL, n->id, g->nodes[c].id))
                 goto out;
@@ -1136,6 +890,7 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max) {
             !push(out, max, &cnt, RW_SUBST_LAYOUT_ELIM, g->nodes[i].id, 0))
             goto out;
     }
+    cnt += rw_pool_candidates(g, &u, out + cnt, max - cnt);
     cnt += rw_fold_candidates(g, out + cnt, max - cnt);
 out:
     rw_users_free(&u);

@@ -107,6 +107,11 @@ typedef enum rw_subst_rule {
     /* node_id: an op whose inputs are all weights with data (an inference graph's
      * initializers), computed once: its readers read the result as a constant (rules-fold.c). */
     RW_SUBST_FOLD_WEIGHTS,
+    /* node_id: a 1x1 stride-1 Conv reading an AveragePool (reading a Pad, or not) that it alone
+     * reads, with fewer output than input channels: the conv runs first, on the pool's input,
+     * and the pool (and pad) move its output; a bias that the padding would scale is added after
+     * the pool (rules-pool.c). */
+    RW_SUBST_CONV_BEFORE_POOL,
     RW_SUBST_RULE_COUNT,
 } rw_subst_rule;
 

@@ -150,7 +150,11 @@ static bool listed(const ir_graph *g, rw_rewrite r) {
 static ir_graph *apply_ok(const ir_graph *g, rw_rewrite r, const rt_binding *b, int nb) {
     char what[128];
     snprintf(what, sizeof what, "%s(%u,%u)", rw_subst_rule_name(r.value), r.node_id, r.user_id);
-    if (!listed(g, r)) fail_msg("%s: not among the candidates", what);
+    if (!listed(g, r)) {
+        ir_diag why = {{0}};
+        ir_graph *x = rw_apply(g, &r, NULL, NULL, NULL, &why);
+        fail_msg("%s: not among the candidates (%s)", what, x ? "rw_apply applies it" : why.msg);
+    }
     uint64_t before = fingerprint(g);
     uint32_t touched[RW_MAX_TOUCHED];
     int nt = -1;
@@ -763,6 +767,88 @@ static void test_layout_identity_outputs(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- conv-before-pool */
+
+/* x [2, 8, 9, 9] -> [Pad mode] -> AveragePool 3x3 (pool_attrs) -> Conv 1x1 (W [m, 8], bias when
+ * asked) -> Relu; the conv's id goes to *conv. */
+static ir_graph *pool_graph(const char *pad_mode, int n_pool_attrs, const ir_attr *pool_attrs,
+                            int64_t m, bool bias, uint32_t *conv) {
+    static int64_t k3[2] = {3, 3}; /* attributes are shallow: they must outlive g */
+    int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+    ir_graph *g = ir_graph_new();
+    g->opset = 13;
+    int x = input(g, "x", TU_SHAPE(2, 8, 9, 9)), p = x, a, y, r;
+    if (pad_mode) {
+        ir_attr mode = tu_attr_str("mode", pad_mode);
+        node(g, IR_OP_Pad, "pad", 2, (int[]){x, ints_const(g, "pads", 8, pads)}, 1, &mode, &p);
+    }
+    ir_attr pa[4] = {tu_attr_ints("kernel_shape", 2, k3)};
+    for (int i = 0; i < n_pool_attrs; i++) pa[1 + i] = pool_attrs[i];
+    node(g, IR_OP_AveragePool, "pool", 1, &p, 1 + n_pool_attrs, pa, &a);
+    int w = constant(g, "W", TU_SHAPE(m, 8, 1, 1), 1);
+    *conv = bias ? NODE(g, IR_OP_Conv, "conv", &y, a, w, constant(g, "b", TU_SHAPE(m), 2))
+                 : NODE(g, IR_OP_Conv, "conv", &y, a, w);
+    NODE(g, IR_OP_Relu, "relu", &r, y);
+    ir_graph_add_output(g, r);
+    return g;
+}
+
+/* Applies conv-before-pool at conv (checked by apply_ok) and checks the new graph's ops: the
+ * pool (and pad) now move m channels, and the bias is added after the pool or not. Frees g. */
+static void pool_applies(ir_graph *g, uint32_t conv, int64_t m, bool bias_after) {
+    ir_graph *g2 = apply_ok(g, subst(RW_SUBST_CONV_BEFORE_POOL, conv, 0), NULL, 0);
+    assert_int_equal(count_op(g2, IR_OP_Conv), 1);
+    assert_int_equal(count_op(g2, IR_OP_AveragePool), 1);
+    assert_int_equal(count_op(g2, IR_OP_Add), bias_after ? 1 : 0);
+    assert_int_equal(count_op(g2, IR_OP_Pad), count_op(g, IR_OP_Pad));
+    const ir_node *pool = node_of(g2, IR_OP_AveragePool), *c = node_of(g2, IR_OP_Conv);
+    assert_int_equal(g2->values[pool->in[0]].shape.dims[1], m);
+    assert_int_equal(g2->values[c->in[0]].shape.dims[1], 8); /* the conv reads x itself */
+    assert_int_equal(c->n_in, node_of(g, IR_OP_Conv)->n_in - (bias_after ? 1 : 0));
+    ir_graph_free(g2);
+    ir_graph_free(g);
+}
+
+static void test_conv_before_pool(void **state) {
+    (void)state;
+    static int64_t p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    ir_attr counted[2] = {tu_attr_ints("pads", 4, p1), tu_attr_int("count_include_pad", 1)};
+    ir_attr excluded[1] = {tu_attr_ints("pads", 4, p1)};
+    ir_attr strided[1] = {tu_attr_ints("strides", 2, s2)};
+    uint32_t c;
+    ir_graph *g;
+    /* Inception v3's pattern: a zero Pad, so the bias goes after the pool */
+    g = pool_graph("constant", 0, NULL, 3, true, &c);
+    pool_applies(g, c, 3, true);
+    g = pool_graph("constant", 0, NULL, 3, false, &c);
+    pool_applies(g, c, 3, false);
+    /* edge padding repeats values: a bias commutes with it */
+    g = pool_graph("edge", 0, NULL, 3, true, &c);
+    pool_applies(g, c, 3, false);
+    /* the pool's own padding: counted zeros scale the bias down, excluded ones do not */
+    g = pool_graph(NULL, 2, counted, 5, true, &c);
+    pool_applies(g, c, 5, true);
+    g = pool_graph(NULL, 1, excluded, 5, true, &c);
+    pool_applies(g, c, 5, false);
+
+    /* near misses: as many output channels as input, a strided pool (the conv would run on 4x
+     * the positions) or an unpadded one (81 positions instead of 49), a pool that a graph
+     * output reads too */
+    g = pool_graph("constant", 0, NULL, 8, true, &c);
+    apply_refused(g, subst(RW_SUBST_CONV_BEFORE_POOL, c, 0));
+    ir_graph_free(g);
+    g = pool_graph(NULL, 1, strided, 3, true, &c);
+    apply_refused(g, subst(RW_SUBST_CONV_BEFORE_POOL, c, 0));
+    ir_graph_free(g);
+    g = pool_graph(NULL, 0, NULL, 2, true, &c);
+    apply_refused(g, subst(RW_SUBST_CONV_BEFORE_POOL, c, 0));
+    ir_graph_free(g);
+    g = pool_graph(NULL, 1, excluded, 3, true, &c);
+    ir_graph_add_output(g, node_of(g, IR_OP_AveragePool)->out[0]);
+    apply_refused(g, subst(RW_SUBST_CONV_BEFORE_POOL, c, 0));
+    ir_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- numeric fixtures */
 
 typedef struct fixture {
@@ -907,8 +993,9 @@ static void test_fold_weights(void **state) {
 static void test_fixtures(void **state) {
     (void)state;
     static rw_rewrite c[MAX_CAND];
-    fprintf(stderr, "%-26s %6s %6s %6s %6s %6s %6s %6s | %5s %9s %9s\n", "fixture", "mm", "conv",
-            "catmm", "reass", "dist", "layout", "fold", "fixpt", "err_orig", "err_torch");
+    fprintf(stderr, "%-26s %6s %6s %6s %6s %6s %6s %6s %6s | %5s %9s %9s\n", "fixture", "mm",
+            "conv", "catmm", "reass", "dist", "layout", "fold", "pool", "fixpt", "err_orig",
+            "err_torch");
     for (int fi = 0; fi < N_FIXTURES; fi++) {
         fixture f;
         fixture_load(&f, fixtures[fi]);
@@ -940,16 +1027,18 @@ static void test_fixtures(void **state) {
         }
         assert_true(steps < 500);
         double eo = rel_err_vs(&f, g), et = torch_err(&f, g);
-        fprintf(stderr, "%-26s %6d %6d %6d %6d %6d %6d %6d | %5d %9.2e %9.2e\n", f.name,
+        fprintf(stderr, "%-26s %6d %6d %6d %6d %6d %6d %6d %6d | %5d %9.2e %9.2e\n", f.name,
                 per[RW_SUBST_MERGE_MATMUL], per[RW_SUBST_MERGE_CONV], per[RW_SUBST_CONCAT_MATMUL],
                 per[RW_SUBST_REASSOC], per[RW_SUBST_DISTRIBUTE], per[RW_SUBST_LAYOUT_ELIM],
-                per[RW_SUBST_FOLD_WEIGHTS], steps, eo, et);
+                per[RW_SUBST_FOLD_WEIGHTS], per[RW_SUBST_CONV_BEFORE_POOL], steps, eo, et);
         if (eo > REWRITE_TOL || et > TORCH_TOL)
             fail_msg("%s: after %d rewrites off by %g (original), %g (PyTorch)", f.name, steps, eo,
                      et);
         /* Branches that read one input through convs of one geometry merge. */
         if (!strcmp(f.name, "fcn_small") || !strcmp(f.name, "inception_small"))
             assert_true(per[RW_SUBST_MERGE_CONV] > 0);
+        /* Inception's pooling branches: a zero Pad, a 3x3 average, a 1x1 conv narrowing it */
+        if (!strcmp(f.name, "inception_small")) assert_true(per[RW_SUBST_CONV_BEFORE_POOL] == 9);
         ir_graph_free(g);
         fixture_free(&f);
     }
@@ -1064,6 +1153,7 @@ int main(void) {
         cmocka_unit_test(test_layout_reshapes),
         cmocka_unit_test(test_layout_identity_outputs),
         cmocka_unit_test(test_fold_weights),
+        cmocka_unit_test(test_conv_before_pool),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fixture_merge_latency),
         cmocka_unit_test(test_qkv_merge_latency),
