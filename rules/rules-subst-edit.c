@@ -1,7 +1,7 @@
 /* rules-subst-edit.c - what every substitution rule builds on (rules-impl.h, "substitution
  * edits"): predicates on the matched nodes, and rw_edit, the edit of a cloned graph that
  * records the nodes it removes and the stable ids it touches, then commits them at once. The
- * rules themselves are in rules-subst.c (TASO-style) and rules-fold.c, rules-pool.c. */
+ * rules that edit this way are in rules-subst.c (TASO-style) and rules-pool.c. */
 #include "rules-impl.h"
 
 #include <stdio.h>

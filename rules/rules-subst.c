@@ -2,7 +2,8 @@
  * merging two MatMuls/Gemms or two Convs that read one input, moving a MatMul across a row
  * Concat (both ways), re-associating Add/Mul chains with constants, distributing a*x + b*x, and
  * eliminating layout ops (Transpose of Transpose, Reshape of Reshape, no-op Identity, Transpose
- * and Reshape). rules.h states each rule; rw_apply dispatches RW_SUBST here.
+ * and Reshape). rules.h states each rule; rw_apply dispatches RW_SUBST here, and this file
+ * hands fold-weights to rules-fold.c and conv-before-pool to rules-pool.c.
  *
  * Invariants:
  *  - one matcher per rule serves rw_subst_candidates (on g) and rw_subst_apply (on its clone),

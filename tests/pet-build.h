@@ -1,7 +1,8 @@
 /* pet-build.h - small builders of PET programs for the PET tests (test_pet_*.c): float graph
  * inputs, int64 constants, any op with its outputs inferred (attribute int arrays copied into the
  * graph's arena, since nodes keep pointers to them), Reshape/Transpose shorthands, named graph
- * outputs, convolutions, and the programs of the paper's figures 1 and 3. Include after
+ * outputs, convolutions, the programs of the paper's figures 1 and 3, and a chain of parallel
+ * convolution pairs with initializer weights (pb_parallel_blocks). Include after
  * test-util.h. */
 #ifndef MAGPIE_TESTS_PET_BUILD_H
 #define MAGPIE_TESTS_PET_BUILD_H
@@ -134,6 +135,52 @@ static inline int pb_count_op(const ir_graph *g, ir_op_kind k) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == k;
     return n;
+}
+
+/* A float weight initializer of shape s (a parameter with data), seeded, scaled by 0.3 (about
+ * 1/sqrt(fan-in) for a 3x3 conv over 8 channels: outputs stay O(1)). */
+static inline int pb_weight(ir_graph *g, const char *name, ir_shape s, uint64_t seed) {
+    int v = ir_graph_add_value(g, name, IR_F32, &s);
+    int64_t n = ir_shape_numel(&s);
+    ir_blob *b = ir_blob_new((size_t)n * sizeof(float));
+    float *x = ir_blob_data(b);
+    tu_fill(x, n, seed);
+    for (int64_t i = 0; i < n; i++) x[i] *= 0.3f;
+    g->values[v].blob = b;
+    g->values[v].flags |= IR_VF_CONST | IR_VF_INITIALIZER | IR_VF_PARAM;
+    return v;
+}
+
+/* blocks of: a = Relu(Conv(x, Wa)), b = Relu(Conv(x, Wb)), 3x3 same-padded convs on c channels
+ * of hw x hw, weights as initializers; a feeds the next block, b is a graph output, and so is
+ * the last a. Each block's two convolutions form one sub-program (two connected sets reading a
+ * common activation), which PET merges into one (merged-parallel). */
+static inline ir_graph *pb_parallel_blocks(int blocks, int64_t c, int64_t hw) {
+    ir_graph *g = ir_graph_new();
+    g->opset = 13;
+    ir_shape xs = TU_SHAPE(1, c, hw, hw);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    static int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+    ir_attr attrs[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("kernel_shape", 2, ks)};
+    for (int b = 0; b < blocks; b++) {
+        char nm[64];
+        int y[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(nm, sizeof nm, "w%d%c", b, 'a' + k);
+            int w = pb_weight(g, nm, TU_SHAPE(c, c, 3, 3), (uint64_t)(10 * b + k + 1));
+            snprintf(nm, sizeof nm, "conv%d%c", b, 'a' + k);
+            int cv;
+            tu_add_node1(g, IR_OP_Conv, nm, 2, (int[]){x, w}, 2, attrs, &cv);
+            snprintf(nm, sizeof nm, "relu%d%c", b, 'a' + k);
+            tu_add_node1(g, IR_OP_Relu, nm, 1, &cv, 0, NULL, &y[k]);
+        }
+        ir_graph_add_output(g, y[1]);
+        x = y[0];
+    }
+    ir_graph_add_output(g, x);
+    return g;
 }
 
 #endif

@@ -16,6 +16,8 @@
  * (MAGPIE_BIN, set by ctest) runs through popen. */
 #include "test-util.h"
 
+#include "pet-build.h"
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -443,36 +445,8 @@ static void test_verify_mismatch_exits_3(void **state) {
  * PET merges each pair into one convolution on concatenated weights (merged-parallel), which
  * the search pre-computes. Written to path as ONNX. */
 static void write_pet_model(const char *path, int blocks) {
-    ir_graph *g = ir_graph_new();
-    g->opset = 13;
+    ir_graph *g = pb_parallel_blocks(blocks, 8, 16);
     g->name = ir_graph_strdup(g, "pet_blocks");
-    ir_shape xs = TU_SHAPE(1, 8, 16, 16), ws = TU_SHAPE(8, 8, 3, 3);
-    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
-    ir_graph_add_input(g, x);
-    static int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
-    ir_attr attrs[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("kernel_shape", 2, ks)};
-    for (int b = 0; b < blocks; b++) {
-        int y[2];
-        for (int k = 0; k < 2; k++) {
-            char nm[32];
-            snprintf(nm, sizeof nm, "w%d%c", b, 'a' + k);
-            int w = ir_graph_add_value(g, nm, IR_F32, &ws);
-            ir_blob *bl = ir_blob_new(sizeof(float) * 8 * 8 * 9);
-            float *wd = ir_blob_data(bl);
-            tu_fill(wd, 8 * 8 * 9, (uint64_t)(10 * b + k + 1));
-            for (int i = 0; i < 8 * 8 * 9; i++) wd[i] *= 0.3f;
-            g->values[w].blob = bl;
-            g->values[w].flags |= IR_VF_CONST | IR_VF_INITIALIZER | IR_VF_PARAM;
-            int c;
-            snprintf(nm, sizeof nm, "conv%d%c", b, 'a' + k);
-            tu_add_node1(g, IR_OP_Conv, nm, 2, (int[]){x, w}, 2, attrs, &c);
-            snprintf(nm, sizeof nm, "relu%d%c", b, 'a' + k);
-            tu_add_node1(g, IR_OP_Relu, nm, 1, &c, 0, NULL, &y[k]);
-        }
-        ir_graph_add_output(g, y[1]);
-        x = y[0];
-    }
-    ir_graph_add_output(g, x);
     ir_diag d = {{0}};
     if (ir_onnx_save(g, path, &d) != IR_OK) fail_msg("save %s: %s", path, d.msg);
     ir_graph_free(g);

@@ -14,6 +14,8 @@
  *    refused with IR_ERR_INVALID, as the search relies on. */
 #include "test-util.h"
 
+#include "pet-build.h"
+
 #include "pet-opt.h"
 #include "pet-post.h"
 #include "rt.h"
@@ -22,46 +24,9 @@
 #define C 8
 #define HW 16
 
-static int weight(ir_graph *g, const char *name, ir_shape s, uint64_t seed) {
-    int v = ir_graph_add_value(g, name, IR_F32, &s);
-    int64_t n = ir_shape_numel(&s);
-    ir_blob *b = ir_blob_new((size_t)n * sizeof(float));
-    float *x = ir_blob_data(b);
-    tu_fill(x, n, seed);
-    for (int64_t i = 0; i < n; i++) x[i] *= 0.3f; /* about 1/sqrt(fan-in): outputs stay O(1) */
-    g->values[v].blob = b;
-    g->values[v].flags |= IR_VF_CONST | IR_VF_INITIALIZER | IR_VF_PARAM;
-    return v;
-}
-
-/* blocks of: a = Relu(Conv(x, Wa)), b = Relu(Conv(x, Wb)); a feeds the next block, b is a graph
- * output, and so is the last a. Each block's two convolutions form one sub-program (two
- * connected sets reading a common activation). */
+/* pb_parallel_blocks on C channels of HW x HW, validated. */
 static ir_graph *parallel_blocks(int blocks) {
-    ir_graph *g = ir_graph_new();
-    g->opset = 13;
-    ir_shape xs = TU_SHAPE(1, C, HW, HW);
-    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
-    ir_graph_add_input(g, x);
-    g->values[x].flags |= IR_VF_DATA;
-    static int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
-    ir_attr attrs[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("kernel_shape", 2, ks)};
-    for (int b = 0; b < blocks; b++) {
-        char nm[64];
-        int w[2], y[2];
-        for (int k = 0; k < 2; k++) {
-            snprintf(nm, sizeof nm, "w%d%c", b, 'a' + k);
-            w[k] = weight(g, nm, TU_SHAPE(C, C, 3, 3), (uint64_t)(10 * b + k + 1));
-            snprintf(nm, sizeof nm, "conv%d%c", b, 'a' + k);
-            int c;
-            tu_add_node1(g, IR_OP_Conv, nm, 2, (int[]){x, w[k]}, 2, attrs, &c);
-            snprintf(nm, sizeof nm, "relu%d%c", b, 'a' + k);
-            tu_add_node1(g, IR_OP_Relu, nm, 1, &c, 0, NULL, &y[k]);
-        }
-        ir_graph_add_output(g, y[1]);
-        x = y[0];
-    }
-    ir_graph_add_output(g, x);
+    ir_graph *g = pb_parallel_blocks(blocks, C, HW);
     ir_diag d = {{0}};
     if (ir_graph_validate(g, &d) != IR_OK) fail_msg("graph: %s", d.msg);
     return g;
