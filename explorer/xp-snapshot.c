@@ -366,9 +366,7 @@ ir_status xs_snapshot_restore(xs_ctx *c, xp_pool *p, const xs_snapshot *s, ir_di
     for (uint32_t i = 1; i < n; i++) {
         const xs_snap_state *x = &s->states[i];
         int nft = c->ft ? c->ft->n : 0;
-        bool ft = x->rw.kind == RW_FT_ENABLE || x->rw.kind == RW_FT_LIFT ||
-                  x->rw.kind == RW_FT_DISABLE || x->rw.kind == RW_FT_MUTATE;
-        if (ft && x->rw.node_id >= (uint32_t)nft) {
+        if (rw_is_ftree_kind(x->rw.kind) && x->rw.node_id >= (uint32_t)nft) {
             st = ir_diag_set(d, IR_ERR_INVALID,
                              "search snapshot: state %u: %s of F-Tree node %u, the tree has %d", i,
                              rw_kind_name(x->rw.kind), x->rw.node_id, nft);

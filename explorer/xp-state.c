@@ -353,11 +353,6 @@ ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *pe
     return IR_OK;
 }
 
-static bool is_ftree_kind(int kind) {
-    return kind == RW_FT_ENABLE || kind == RW_FT_LIFT || kind == RW_FT_DISABLE ||
-           kind == RW_FT_MUTATE;
-}
-
 static bool in_sorted(const uint32_t *a, int n, uint32_t x) {
     int lo = 0, hi = n;
     while (lo < hi) {
@@ -485,7 +480,7 @@ bool xs_rule_inside_fission(int kind) {
 static ir_status reschedule(const xs_ctx *c, const xs_mat *p, const rw_rewrite *r,
                             const ir_graph *ge, const uint32_t *touched, int nt, int *order,
                             ir_diag *d) {
-    if (!is_ftree_kind(r->kind) && sched_insert_new(p->ge->g, p->order, ge, order, d) == IR_OK)
+    if (!rw_is_ftree_kind(r->kind) && sched_insert_new(p->ge->g, p->order, ge, order, d) == IR_OK)
         return IR_OK;
     return sched_incremental(p->ge->g, p->order, ge, touched, nt, &c->dp, order, d);
 }
@@ -494,7 +489,7 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
                     xs_eval *ev, ir_diag *d) {
     *out = NULL;
     int nft = c->ft ? c->ft->n : 0;
-    bool ft_kind = is_ftree_kind(r->kind);
+    bool ft_kind = rw_is_ftree_kind(r->kind);
     ir_status st = IR_OK;
     xs_mat *m = calloc(1, sizeof *m);
     if (!m) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");

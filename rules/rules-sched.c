@@ -19,6 +19,11 @@ const char *rw_kind_name(int kind) {
     return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
 }
 
+bool rw_is_ftree_kind(int kind) {
+    return kind == RW_FT_ENABLE || kind == RW_FT_LIFT || kind == RW_FT_DISABLE ||
+           kind == RW_FT_MUTATE;
+}
+
 /* ---------------------------------------------------------------- helpers */
 
 static int find_node(const ir_graph *g, uint32_t id) {

@@ -60,6 +60,8 @@ typedef struct rw_rewrite {
 /* "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
  * "ft-mutate", "pet"; "?" otherwise */
 const char *rw_kind_name(int kind);
+/* The F-Tree mutations: they change the fission configuration, not the base graph. */
+bool rw_is_ftree_kind(int kind);
 
 /* Applies r to g and returns the new graph; g is left unchanged. touched (RW_MAX_TOUCHED
  * entries, may be NULL) receives the stable ids of the nodes added, removed or rewired (ids of g
