@@ -309,6 +309,20 @@ int ir_grad_transpose(ir_grad_ctx *c, int v, int n, const int64_t *perm) {
     bool ident = true;
     for (int i = 0; i < n; i++) ident = ident && perm[i] == i;
     if (failed(c) || ident) return failed(c) ? -1 : v;
+    /* v = Transpose(x) and perm undoes it: x itself, as a transposed view would be. A copy
+     * would be a second tensor of x's size (a layer's weight, for MatMul(x, Transpose(W))'s
+     * input gradient) made in the backward, or, in a fission region that shares it among
+     * its parts, made before the first part and held through all of them. */
+    int p = c->g->values[v].producer;
+    if (p >= 0 && c->g->nodes[p].op == IR_OP_Transpose && c->g->nodes[p].in[0] >= 0) {
+        int x = c->g->nodes[p].in[0];
+        const int64_t *q;
+        int nq = ir_attr_ints(&c->g->nodes[p], "perm", &q);
+        bool undoes = nq == n && c->g->values[x].shape.rank == n;
+        /* output axis i of Transpose(v, perm) is v's axis perm[i], which is x's q[perm[i]] */
+        for (int i = 0; i < n && undoes; i++) undoes = q[perm[i]] == i;
+        if (undoes) return x;
+    }
     ir_attr a = ir_grad_attr_ints(c, "perm", n, perm);
     return ir_grad_op(c, IR_OP_Transpose, 1, &v, 1, &a);
 }

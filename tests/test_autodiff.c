@@ -449,6 +449,46 @@ static void test_tied_weights(void **state) {
     ir_graph_free(g);
 }
 
+/* MatMul(X, Transpose(W)), the Linear layer as timm and torchvision's ViT export it: the input's
+ * gradient reads W itself (a transposed view of the forward's W^T), so the backward makes no
+ * weight-sized copy; both gradients by hand (sum loss: dH = 1). */
+static void test_matmul_transposed_weight(void **state) {
+    ir_graph *g = ir_graph_new();
+    double wv[20], xv[24];
+    gc_fill(wv, F64, 20, 3, -1, 1);
+    gc_fill(xv, F64, 24, 4, -1, 1);
+    int w = gc_const(g, "W", F64, TU_SHAPE(5, 4), wv, IR_VF_PARAM | IR_VF_INITIALIZER);
+    int x = gc_const(g, "X", F64, TU_SHAPE(2, 3, 4), xv, IR_VF_PARAM | IR_VF_INITIALIZER);
+    int64_t perm[2] = {1, 0};
+    ir_attr at = {.name = "perm", .type = IR_ATTR_INTS, .n = 2, .ints = perm};
+    int wt, h;
+    gc_node(g, IR_OP_Transpose, "wt", 1, &w, 1, &wt, 1, &at);          /* [4,5] */
+    gc_node(g, IR_OP_MatMul, "mm", 2, (int[]){x, wt}, 1, &h, 0, NULL); /* [2,3,5] */
+    ir_graph_add_output(g, h);
+    ir_graph *tg = train(g, NULL);
+    int wt_t = -1, readers = 0;
+    for (int i = 0; i < tg->n_nodes; i++)
+        if (!strcmp(tg->nodes[i].name, "wt")) wt_t = tg->nodes[i].out[0];
+    assert_true(wt_t >= 0);
+    for (int i = 0; i < tg->n_nodes; i++)
+        for (int k = 0; k < tg->nodes[i].n_in; k++) readers += tg->nodes[i].in[k] == wt_t;
+    assert_int_equal(readers, 1); /* the forward MatMul alone */
+    rt_result r = {0};
+    run_graph(tg, NULL, 0, &r);
+    double want_x[24], want_w[20] = {0};
+    for (int i = 0; i < 6; i++)
+        for (int k = 0; k < 4; k++) {
+            want_x[i * 4 + k] = 0;
+            for (int n = 0; n < 5; n++) want_x[i * 4 + k] += wv[n * 4 + k];
+            for (int n = 0; n < 5; n++) want_w[n * 4 + k] += xv[i * 4 + k];
+        }
+    assert_close(out_named(tg, &r, "X.grad")->data, want_x, 24, 1e-12, "X.grad");
+    assert_close(out_named(tg, &r, "W.grad")->data, want_w, 20, 1e-12, "W.grad");
+    rt_result_free(&r);
+    ir_graph_free(tg);
+    ir_graph_free(g);
+}
+
 /* Frozen parameters (no IR_VF_PARAM, as --frozen leaves them) get no gradient output, and
  * nothing is computed for them: the first layer's weight gradient Gemm disappears. */
 static void test_frozen(void **state) {
@@ -556,15 +596,15 @@ static void test_integer_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_binary),        cmocka_unit_test(test_pow),
-        cmocka_unit_test(test_where),         cmocka_unit_test(test_unary),
-        cmocka_unit_test(test_dropout_cast),  cmocka_unit_test(test_shape_ops),
-        cmocka_unit_test(test_layout_ops),    cmocka_unit_test(test_index_ops),
-        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_losses),        cmocka_unit_test(test_optimizers),
-        cmocka_unit_test(test_tied_weights),  cmocka_unit_test(test_frozen),
-        cmocka_unit_test(test_eager_order),   cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_integer_paths),
+        cmocka_unit_test(test_binary),       cmocka_unit_test(test_pow),
+        cmocka_unit_test(test_where),        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_dropout_cast), cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_layout_ops),   cmocka_unit_test(test_index_ops),
+        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_losses),       cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_tied_weights), cmocka_unit_test(test_matmul_transposed_weight),
+        cmocka_unit_test(test_frozen),       cmocka_unit_test(test_eager_order),
+        cmocka_unit_test(test_errors),       cmocka_unit_test(test_integer_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
