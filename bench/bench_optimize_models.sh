@@ -3,6 +3,8 @@
 # MAGIS evaluates it: for each model, `magpie optimize --train` under
 #   --lat-limit 1.10 (minimise the peak; report peak and latency as ratios of the eager order)
 #   --mem-limit 0.4  (minimise latency with the peak at most 0.4 of the eager order's)
+#   --mem-limit 0.4 --refine  (the same, half the time Algorithm 3, then latency-bounded
+#                    searches: explorer.h, xs_search_refined)
 # each with all rule families and again without swapping (--rules without swap), on the
 # analytic rtx3090 model. Prints a Markdown table (docs/BENCHMARKS.md). `magpie verify` is not
 # run here: executing full-size training graphs on the CPU takes long; the tests verify fission,
@@ -10,7 +12,8 @@
 #
 # usage: bench/bench_optimize_models.sh [BUILD_DIR] [SECONDS] [THREADS] [MODEL...]
 #   defaults: build, 60, 2, every model below (names: bert vit_b_16 unet unetpp gpt2 resnet50). Output files go to $OUT_DIR (default
-#   /tmp/magpie-bench-models), one folder per run.
+#   /tmp/magpie-bench-models), one folder per run. MODES (default "lat mem refine") picks the
+#   runs; the columns of the others read "-".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -29,12 +32,13 @@ MODELS=(
     "gpt2|$S/gpt2_small_s512_b8.onnx|"
     "resnet50|$S/resnet50.onnx|--shape input=64,3,224,224"
 )
+MODES=${MODES:-lat mem refine}
 want() { local m=$1; shift; [ $# -eq 0 ] && return 0; for w in "$@"; do [ "$w" = "$m" ] && return 0; done; return 1; }
 ALL_RULES=fission,remat,swap,reorder,subst
 NOSWAP_RULES=fission,remat,reorder,subst
 num() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r[sys.argv[2]])" "$@"; }
-echo "| model | eager peak | eager latency | rules | lat-limit 1.10: peak | latency | mem-limit 0.4: peak | latency | states (lat, mem) |"
-echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+echo "| model | eager peak | eager latency | rules | lat-limit 1.10: peak | latency | mem-limit 0.4: peak | latency | --refine: peak | latency | states (lat, mem, refine) |"
+echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for spec in "${MODELS[@]}"; do
     IFS='|' read -r name file extra <<<"$spec"
     want "$name" "$@" || continue
@@ -42,7 +46,13 @@ for spec in "${MODELS[@]}"; do
         tag=$([ "$rules" = "$ALL_RULES" ] && echo all || echo no-swap)
         row=()
         base="? | ?"
-        for mode in "--lat-limit 1.10" "--mem-limit 0.4"; do
+        for label in lat mem refine; do
+            case $label in
+            lat) mode="--lat-limit 1.10" ;;
+            mem) mode="--mem-limit 0.4" ;;
+            refine) mode="--mem-limit 0.4 --refine" ;;
+            esac
+            if [[ " $MODES " != *" $label "* ]]; then row+=("-" "-" "-"); continue; fi
             d="$OUT_DIR/$name-$tag-${mode#--}"
             d=${d// /_}
             rc=0
@@ -59,6 +69,6 @@ for spec in "${MODELS[@]}"; do
             row+=("$(python3 -c "print(f'{$p/$bp:.3f}$met')")" "$(python3 -c "print(f'{$l/$bl:.3f}')")" "$st")
             base="$(python3 -c "print(f'{$bp/2**30:.2f} GiB | {$bl*1e3:.1f} ms')")"
         done
-        echo "| $name | $base | $tag | ${row[0]} | ${row[1]} | ${row[3]} | ${row[4]} | ${row[2]}, ${row[5]} |"
+        echo "| $name | $base | $tag | ${row[0]} | ${row[1]} | ${row[3]} | ${row[4]} | ${row[6]} | ${row[7]} | ${row[2]}, ${row[5]}, ${row[8]} |"
     done
 done

@@ -62,6 +62,9 @@ static const opt_def defs[] = {
      "search with PET's partially equivalent mutants (verified, corrected) too; alone (no"
      " limit) it minimizes latency with no memory bound (pet and subst); inference graphs only"},
     {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
+    {CLI_OPT_SEARCH, "refine", 0, NULL,
+     "with --mem-limit: after half the budget, latency-bounded searches look for a faster plan"
+     " within the limit (not MAGIS's Algorithm 3 alone; no --checkpoint)"},
     {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_CHECKPOINT, "checkpoint", 0, "FILE",
      "write the search's state to FILE periodically, on SIGUSR1, and when it ends (also on"
@@ -288,6 +291,10 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         }
         if (!strcmp(od->lng, "pet")) {
             o->pet = true;
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(od->lng, "refine")) {
+            o->refine = true;
             return CLI_EXIT_OK;
         }
         const char **slot = !strcmp(od->lng, "mem-limit")      ? &o->mem_limit

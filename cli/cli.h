@@ -80,7 +80,8 @@ typedef struct cli_opts {
      * parses them */
     const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta,
         *max_frontier;
-    bool pet; /* --pet (CLI_OPT_SEARCH): PET candidates join the search */
+    bool pet;    /* --pet (CLI_OPT_SEARCH): PET candidates join the search */
+    bool refine; /* --refine (CLI_OPT_SEARCH): xs_search_refined */
     bool quiet;
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */

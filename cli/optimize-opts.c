@@ -126,6 +126,12 @@ int cli_optimize_parse(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a) {
     if (o->checkpoint_every && (code = parse_seconds(n, "checkpoint-every", o->checkpoint_every,
                                                      &a->checkpoint_every_s)) != CLI_EXIT_OK)
         return code;
+    a->refine = o->refine;
+    if (o->refine && (!o->mem_limit || o->checkpoint))
+        return cli_fail(CLI_EXIT_USAGE,
+                        "%s: --refine needs --mem-limit and does not combine with --checkpoint "
+                        "(its later searches are not checkpointed)",
+                        n);
     return CLI_EXIT_OK;
 }
 

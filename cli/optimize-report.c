@@ -101,6 +101,14 @@ void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
     cli_json_kv_str(j, "stop_reason", xp_stop_reason_to_string(r->stats.reason));
     cli_json_kv_bool(j, "interrupted", r->interrupted);
     cli_json_kv_uint(j, "resumes", r->resumes);
+    if (p->a->refine) {
+        cli_json_key(j, "refine");
+        cli_json_obj_begin(j);
+        cli_json_kv_int(j, "rounds", r->refine_rounds);
+        cli_json_kv_int(j, "improved", r->refine_improved);
+        cli_json_kv_num(j, "bound_seconds", r->refine_bound_s);
+        cli_json_obj_end(j);
+    }
     cli_json_key(j, "checkpoint");
     cli_ckpt_report(j, p->ckpt, r);
     cli_json_key(j, "frontier");

@@ -238,7 +238,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         a->xs.checkpoint_now = &checkpoint_now;
     }
     a->xs.resume = job->resume;
-    st = xs_search(g, &a->xs, &r, &d);
+    st = a->refine ? xs_search_refined(g, &a->xs, &r, &d) : xs_search(g, &a->xs, &r, &d);
     r.eager_peak_bytes = eager.peak_device_bytes;
     r.eager_latency_s = eager.latency_s;
     restore_signals(&old_sig);

@@ -27,6 +27,7 @@ typedef struct cli_opt_args {
     const char *limit_text;
     const char *device;        /* --device or CLI_DEFAULT_DEVICE */
     double checkpoint_every_s; /* with --checkpoint */
+    bool refine;               /* --refine: xs_search_refined */
 } cli_opt_args;
 
 /* The --rules families, in the order report.json lists them. */

@@ -584,12 +584,31 @@ typedef struct xs_result {
     double pet_seconds;
     xs_pet_applied *pet_applied;
     int n_pet_applied;
+    /* xs_search_refined: the latency-bounded searches run after the first (0 for xs_search),
+     * how many of them found the best plan, and the bound of the one that found it (seconds;
+     * 0 when the first search's plan stayed the best). The counters above (stats.total,
+     * phase_seconds, cache, failed children, search_seconds) then sum every search. */
+    int refine_rounds, refine_improved;
+    double refine_bound_s;
 } xs_result;
 
 /* Runs the search on g (not modified). On failure returns the status with d set and *r
  * zeroed. */
 ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
 void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
+/* XS_MODE_MEM with refinement (`magpie optimize --mem-limit X --refine`): xs_search with half
+ * of o's budgets (time and states), then XS_REFINE_ROUNDS searches in XS_MODE_LAT that share
+ * the rest, their latency bounds bisecting [start latency, best plan's latency]. A plan one of
+ * them finds within the memory limit and faster than the best becomes the best (and the upper
+ * end); otherwise the bound becomes the lower end. Why: in memory mode Algorithm 3 orders the
+ * states above the limit by memory alone, so it reaches the limit through the largest drops
+ * (a whole-graph fission's n = 4 or 8), and once a plan is under the limit its relaxed
+ * acceptance prunes every state above it, among them those that swaps and remats would bring
+ * under it at a lower latency; a latency-bounded search explores those first. Refines only
+ * when the first search met the limit and o has a budget; o's checkpoint and resume are not
+ * used. Not Algorithm 3: plain xs_search is. */
+#define XS_REFINE_ROUNDS 3
+ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
 /* The relaxed BetterThan above on (peak bytes, latency) pairs. */
 bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem, double b_lat,
                double delta);

@@ -12,7 +12,8 @@
  * not a terminal, and --quiet silences it. --pet (on a model of parallel convolutions written by
  * the test): the plan verifies and report.json describes the PET table and the candidates
  * applied; --rules pet applies the mutants alone; one thread is deterministic and a checkpointed
- * half search resumed to K equals one run to K; --pet with --train is a usage error. The binary
+ * half search resumed to K equals one run to K; --pet with --train is a usage error; --refine
+ * finds a plan within the limit never slower than its first search's, deterministically. The binary
  * (MAGPIE_BIN, set by ctest) runs through popen. */
 #include "test-util.h"
 
@@ -184,6 +185,50 @@ static void test_deterministic_one_thread(void **state) {
         if (v[0][i] != v[1][i]) fail_msg("%s: %.17g then %.17g", keys[i], v[0][i], v[1][i]);
     assert_string_equal(fp[0], fp[1]);
     assert_int_equal(strlen(fp[0]), 16);
+    free(p);
+}
+
+/* --refine (xs_search_refined) on cnn_bn_train's training graph, one thread, 400 states: the
+ * first search is plain Algorithm 3 with half of them (the same as a run with 200), the three
+ * latency-bounded rounds run because it met the limit, the plan is within the limit and never
+ * slower than that first search's, it verifies and measures its peak, and two runs agree. */
+static void test_refine(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024], fp[2][32];
+    double lat[2];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --mem-limit 0.8 --threads 1 "
+             "--seed 1 --max-states 200 --time 60 -o %s/plain --json --quiet",
+             dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("plain: exit %d: %s", p->rc, p->err);
+    double plain_lat = tu_json_num(p->out, "best_latency_seconds");
+    assert_null(strstr(p->out, "\"refine\""));
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args,
+                 "optimize " FIX "cnn_bn_train/model.onnx --train --mem-limit 0.8 --refine "
+                 "--threads 1 --seed 1 --max-states 400 --time 60 -o %s/refined%d --json --quiet",
+                 dir, k);
+        tu_magpie(p, args);
+        if (p->rc != 0) fail_msg("refined: exit %d: %s", p->rc, p->err);
+        assert_non_null(strstr(p->out, "\"met\":true"));
+        char *ref = strstr(p->out, "\"refine\":{");
+        assert_non_null(ref);
+        assert_int_equal(tu_json_num(ref, "rounds"), 3);
+        lat[k] = tu_json_num(p->out, "best_latency_seconds");
+        assert_true(lat[k] <= plain_lat);
+        tu_json_str(p->out, "best_fingerprint", fp[k], sizeof fp[k]);
+    }
+    assert_true(lat[0] == lat[1]);
+    assert_string_equal(fp[0], fp[1]);
+    char plan[128], run[128];
+    snprintf(plan, sizeof plan, "%s/refined1/optimized.onnx", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    expect_plan_checks(p, "refine", "cnn_bn_train", "--train", plan, run,
+                       tu_json_num(p->out, "best_peak_bytes"));
+    remove_dir(dir);
     free(p);
 }
 
@@ -412,6 +457,8 @@ static void test_bad_limits_exit_2(void **state) {
         "--mem-limit 0.5 --time 1MiB",
         "--mem-limit 0.5 --max-states 0",
         "--mem-limit 0.5 --delta 0.5",
+        "--lat-limit 1.1 --refine",
+        "--mem-limit 0.5 --refine --checkpoint /tmp/magpie-refine-never.ckpt",
     };
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
@@ -593,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_cnn_bn_train),
         cmocka_unit_test(test_impossible_limit_exits_3),
         cmocka_unit_test(test_deterministic_one_thread),
+        cmocka_unit_test(test_refine),
         cmocka_unit_test(test_fission_alone),
         cmocka_unit_test(test_remat_alone),
         cmocka_unit_test(test_swap_alone),
