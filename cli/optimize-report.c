@@ -276,6 +276,12 @@ void cli_optimize_print_text(const cli_opt_report *p, const char *const files[4]
            xp_stop_reason_to_string(r->stats.reason));
     if (r->resumes) printf(", resumed %u time%s", r->resumes, r->resumes == 1 ? "" : "s");
     printf("\n");
+    if (p->a->refine && r->refine_improved)
+        printf("refine       %d latency-bounded searches, the plan from the one bounded at %s\n",
+               r->refine_rounds, cli_fmt_seconds(r->refine_bound_s, b1, sizeof b1));
+    else if (p->a->refine)
+        printf("refine       %d latency-bounded searches, none faster within the limit\n",
+               r->refine_rounds);
     if (p->ckpt)
         printf("checkpoint   %s, %u written (%s each on average)\n", p->ckpt->path,
                p->ckpt->written,
