@@ -37,7 +37,8 @@ ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r
         return xs_search(g, o, r, d);
     xs_options first = *o;
     if (o->max_seconds > 0) first.max_seconds = 0.5 * o->max_seconds;
-    if (o->max_states) first.max_states = o->max_states / 2;
+    /* at least one state each: 0 would mean xs_search's default budget */
+    if (o->max_states) first.max_states = o->max_states > 1 ? o->max_states / 2 : 1;
     first.checkpoint = NULL;
     first.resume = NULL;
     double t0 = ir_now_seconds();
@@ -53,7 +54,10 @@ ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r
             if (left <= 0) break;
             lat.max_seconds = left / (XS_REFINE_ROUNDS - k);
         }
-        if (o->max_states) lat.max_states = (o->max_states - first.max_states) / XS_REFINE_ROUNDS;
+        if (o->max_states) {
+            size_t share = (o->max_states - first.max_states) / XS_REFINE_ROUNDS;
+            lat.max_states = share ? share : 1;
+        }
         xs_result r2;
         if ((st = xs_search(g, &lat, &r2, d)) != IR_OK) {
             xs_result_free(r);
