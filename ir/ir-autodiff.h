@@ -100,8 +100,9 @@ int ir_grad_const_i64(ir_grad_ctx *c, int n, const int64_t *v);
 int ir_grad_const(ir_grad_ctx *c, ir_dtype t, const ir_shape *s, const void *data);
 
 /* Common compositions (each emits ops only when needed; v returned unchanged otherwise). */
-int ir_grad_reshape(ir_grad_ctx *c, int v, const ir_shape *to);           /* Reshape */
-int ir_grad_transpose(ir_grad_ctx *c, int v, int n, const int64_t *perm); /* Transpose */
+int ir_grad_reshape(ir_grad_ctx *c, int v, const ir_shape *to); /* Reshape */
+/* Transpose; when v = Transpose(x) and perm undoes it, x itself (a transposed view). */
+int ir_grad_transpose(ir_grad_ctx *c, int v, int n, const int64_t *perm);
 /* ReduceSum over axes (axes as a constant input; keepdims as given). */
 int ir_grad_reduce_sum(ir_grad_ctx *c, int v, int n_axes, const int64_t *axes, bool keepdims);
 /* Sums a gradient broadcast from shape `to` back to `to` (ReduceSum over the broadcast axes,
