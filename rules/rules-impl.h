@@ -117,6 +117,16 @@ int rw_producer_of(const ir_graph *g, int v, ir_op_kind op);
 
 #define RW_EDIT_MAX_DEAD 64
 
+/* The stable ids a rewrite touched, each once; overflow is set past RW_MAX_TOUCHED (the rewrite
+ * is then refused). rw_apply's schedule rules and the substitution edits share it. */
+typedef struct rw_touch_set {
+    uint32_t ids[RW_MAX_TOUCHED];
+    int n;
+    bool overflow;
+} rw_touch_set;
+
+void rw_touch(rw_touch_set *t, uint32_t id);
+
 typedef struct rw_edit {
     ir_graph *g;
     rw_users
@@ -124,9 +134,7 @@ typedef struct rw_edit {
     uint32_t dead[RW_EDIT_MAX_DEAD];
     int n_dead;
     int dead_val; /* a value removed although its producer stays (layout-elim's rename), or -1 */
-    uint32_t touched[RW_MAX_TOUCHED];
-    int n_touched;
-    bool overflow;
+    rw_touch_set touched;
     ir_diag *d;
 } rw_edit;
 
@@ -139,7 +147,7 @@ typedef struct rw_conv_geo {
 
 bool rw_conv_geometry(const ir_graph *g, const ir_node *n, rw_conv_geo *c);
 
-/* Touches stable id `id` (once; overflow is set past RW_MAX_TOUCHED). */
+/* Touches stable id `id` (rw_touch on e->touched). */
 void rw_edit_touch(rw_edit *e, uint32_t id);
 /* Marks node i for removal at commit (and touches it). */
 void rw_edit_kill(rw_edit *e, int i);

@@ -109,21 +109,6 @@ static bool any_graph_output(const ir_graph *g, const ir_node *n) {
     return false;
 }
 
-typedef struct touch_set {
-    uint32_t ids[RW_MAX_TOUCHED];
-    int n;
-    bool overflow;
-} touch_set;
-
-static void touch(touch_set *t, uint32_t id) {
-    for (int i = 0; i < t->n; i++)
-        if (t->ids[i] == id) return;
-    if (t->n == RW_MAX_TOUCHED)
-        t->overflow = true;
-    else
-        t->ids[t->n++] = id;
-}
-
 /* Removes the nodes dead[i] != 0 and their output values (nobody may read them any more). */
 static ir_status remove_nodes(ir_graph *g, const unsigned char *dead, ir_diag *d) {
     unsigned char *vdead = calloc((size_t)g->n_values + 1, 1);
@@ -219,7 +204,7 @@ static ir_status value_and_user(const ir_graph *g, const rw_rewrite *r, int *ia,
  * saves nothing until a second one follows. Ancestors by one reverse sweep: g->nodes is
  * topological. */
 static ir_status rewire_late_readers(ir_graph *g, int v, int ib, int to, uint32_t first_new,
-                                     touch_set *t, ir_diag *d) {
+                                     rw_touch_set *t, ir_diag *d) {
     unsigned char *anc = calloc((size_t)g->n_nodes + 1, 1);
     if (!anc) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
     anc[ib] = 1;
@@ -236,13 +221,13 @@ static ir_status rewire_late_readers(ir_graph *g, int v, int ib, int to, uint32_
         ir_node *n = &g->nodes[j];
         if (anc[j] || n->id >= first_new || n->op == IR_OP_Store || !node_reads(n, v)) continue;
         replace_input(n, v, to);
-        touch(t, n->id);
+        rw_touch(t, n->id);
     }
     free(anc);
     return IR_OK;
 }
 
-static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
     int ia, ib, v;
     ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
     if (st != IR_OK) return st;
@@ -269,9 +254,9 @@ static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_
     st = add_node(g, op, name, "remat", n_in, in, n_out, outs, n_attrs, attrs, d);
     free(outs);
     if (st != IR_OK) return st;
-    touch(t, aid);
-    touch(t, nid);
-    touch(t, bid);
+    rw_touch(t, aid);
+    rw_touch(t, nid);
+    rw_touch(t, bid);
     if ((st = rewire_late_readers(g, v, ib, vr, nid, t, d)) != IR_OK) return st;
     for (int j = 0; j < g->n_nodes; j++)
         if (g->nodes[j].id < nid && node_reads(&g->nodes[j], v)) return IR_OK;
@@ -280,7 +265,7 @@ static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_
                         "rewrite: every reader of '%s' would read the copy", g->values[v].name);
 }
 
-static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
     int ia, ib;
     ir_status st;
     if ((st = need_node(g, r->node_id, "kept", &ia, d)) != IR_OK) return st;
@@ -290,15 +275,15 @@ static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, touch_set *t, i
         return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: cannot merge into node '%s'", a->name);
     if (any_graph_output(g, b))
         return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: produces a graph output");
-    touch(t, a->id);
-    touch(t, b->id);
+    rw_touch(t, a->id);
+    rw_touch(t, b->id);
     for (int i = 0; i < g->n_nodes; i++) {
         if (i == ib) continue;
         ir_node *u = &g->nodes[i];
         for (int k = 0; k < b->n_out; k++)
             if (b->out[k] >= 0 && node_reads(u, b->out[k])) {
                 replace_input(u, b->out[k], a->out[k]);
-                touch(t, u->id);
+                rw_touch(t, u->id);
             }
     }
     if (t->overflow)
@@ -312,7 +297,7 @@ static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, touch_set *t, i
     return st;
 }
 
-static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
     int ia, ib, v;
     ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
     if (st != IR_OK) return st;
@@ -328,14 +313,14 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_d
     if ((st = add_node(g, IR_OP_Store, base, "store", 1, &v, 1, &h, 0, NULL, d)) != IR_OK ||
         (st = add_node(g, IR_OP_Load, base, "load", 1, &h, 1, &l, 0, NULL, d)) != IR_OK)
         return st;
-    touch(t, aid);
-    touch(t, sid);
-    touch(t, sid + 1);
-    touch(t, bid);
+    rw_touch(t, aid);
+    rw_touch(t, sid);
+    rw_touch(t, sid + 1);
+    rw_touch(t, bid);
     return rewire_late_readers(g, v, ib, l, sid, t, d);
 }
 
-static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir_diag *d) {
+static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
     int il, ib;
     ir_status st;
     if ((st = need_node(g, r->node_id, "Load", &il, d)) != IR_OK) return st;
@@ -349,9 +334,9 @@ static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, touch_set *t, ir
     if (il == ib || l < 0 || !node_reads(&g->nodes[ib], l))
         return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib], "rewrite: does not read the Load");
     replace_input(&g->nodes[ib], l, x);
-    touch(t, g->nodes[is].id);
-    touch(t, ld->id);
-    touch(t, g->nodes[ib].id);
+    rw_touch(t, g->nodes[is].id);
+    rw_touch(t, ld->id);
+    rw_touch(t, g->nodes[ib].id);
     unsigned char *dead = calloc((size_t)g->n_nodes, 1);
     if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing swap ops");
     if (!value_used(g, l, -1)) {
@@ -367,7 +352,7 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
                    ir_status *st, ir_diag *d) {
     if (r->kind == RW_SUBST) return rw_subst_apply(g, r, touched, n_touched, st, d);
     ir_status s = IR_OK;
-    touch_set t = {.n = 0};
+    rw_touch_set t = {.n = 0};
     if (n_touched) *n_touched = 0;
     ir_graph *g2 = ir_graph_clone(g);
     if (!g2) {

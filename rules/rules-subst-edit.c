@@ -46,12 +46,7 @@ int rw_producer_of(const ir_graph *g, int v, ir_op_kind op) {
 /* ---------------------------------------------------------------- the edit in progress */
 
 void rw_edit_touch(rw_edit *e, uint32_t id) {
-    for (int i = 0; i < e->n_touched; i++)
-        if (e->touched[i] == id) return;
-    if (e->n_touched == RW_MAX_TOUCHED)
-        e->overflow = true;
-    else
-        e->touched[e->n_touched++] = id;
+    rw_touch(&e->touched, id);
 }
 
 /* Marks node i for removal at rw_edit_commit (and touches it). */

@@ -813,7 +813,7 @@ ir_graph *rw_subst_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touch
     case RW_SUBST_CONV_BEFORE_POOL: s = rw_pool_apply(&e, r); break;
     default: s = ir_diag_set(d, IR_ERR_INVALID, "substitution: unknown rule %d", r->value); break;
     }
-    if (s == IR_OK && e.overflow)
+    if (s == IR_OK && e.touched.overflow)
         s = ir_diag_set(d, IR_ERR_UNSUPPORTED,
                         "substitution %s at node id %u touches over %d nodes",
                         rw_subst_rule_name(r->value), r->node_id, RW_MAX_TOUCHED);
@@ -825,8 +825,8 @@ out:
         ir_graph_free(g2);
         g2 = NULL;
     } else {
-        if (touched) memcpy(touched, e.touched, sizeof(uint32_t) * (size_t)e.n_touched);
-        if (n_touched) *n_touched = e.n_touched;
+        if (touched) memcpy(touched, e.touched.ids, sizeof(uint32_t) * (size_t)e.touched.n);
+        if (n_touched) *n_touched = e.touched.n;
     }
     if (st) *st = s;
     return g2;

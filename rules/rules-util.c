@@ -1,5 +1,6 @@
 /* rules-util.c - graph helpers shared by the rewrites of rules/ (rules-impl.h): lookups by
- * stable id, reader lists, attribute edits, int64 constants, and the final sort-and-validate.
+ * stable id, reader lists, attribute edits, int64 constants, the set of touched ids, and the
+ * final sort-and-validate.
  *
  * Invariants: nothing here changes a node's id or a value's id; attribute arrays and names live
  * in the graph's arena (or are static), so graphs stay freeable in one call. */
@@ -7,6 +8,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+void rw_touch(rw_touch_set *t, uint32_t id) {
+    for (int i = 0; i < t->n; i++)
+        if (t->ids[i] == id) return;
+    if (t->n == RW_MAX_TOUCHED)
+        t->overflow = true;
+    else
+        t->ids[t->n++] = id;
+}
 
 int rw_find_node(const ir_graph *g, uint32_t id) {
     for (int i = 0; i < g->n_nodes; i++)
