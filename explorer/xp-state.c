@@ -476,13 +476,16 @@ bool xs_rule_inside_fission(int kind) {
  * and reader are a forward and a backward apart) would re-order most of a training graph, often
  * worse for the state at hand, at several times the cost (BERT's schedule phase: 5.8 ms a state
  * before, 0.7 ms after). A fission change rebuilds G_e's groups and goes through incremental
- * rescheduling (MAGIS Algorithm 2), as does an insertion that is not a valid order. */
+ * rescheduling (MAGIS Algorithm 2), as does an insertion that is not a valid order. Either way
+ * the groups' nodes that read residents only then move next to their readers
+ * (sched_sink_resident_readers). */
 static ir_status reschedule(const xs_ctx *c, const xs_mat *p, const rw_rewrite *r,
                             const ir_graph *ge, const uint32_t *touched, int nt, int *order,
                             ir_diag *d) {
-    if (!rw_is_ftree_kind(r->kind) && sched_insert_new(p->ge->g, p->order, ge, order, d) == IR_OK)
-        return IR_OK;
-    return sched_incremental(p->ge->g, p->order, ge, touched, nt, &c->dp, order, d);
+    ir_status st = IR_ERR_INVALID;
+    if (!rw_is_ftree_kind(r->kind)) st = sched_insert_new(p->ge->g, p->order, ge, order, d);
+    if (st != IR_OK) st = sched_incremental(p->ge->g, p->order, ge, touched, nt, &c->dp, order, d);
+    return st == IR_OK ? sched_sink_resident_readers(ge, order, d) : st;
 }
 
 ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,

@@ -26,6 +26,9 @@
  *    group that the slices do not also wait for, so the materialized graph can run the other
  *    parts there (rules-fission-mat.c);
  *  - G[S] weakly connected (1) and convex (2).
+ * Before the checks, S gains its replicas (add_replicas): layout copies of residents that only S
+ * reads, recomputed by each part; they are exempt from the per-node rule of (3) and their
+ * outputs from the edge rule, having no D-dimension by construction.
  * Everything is O(|V| + |E|) over the graph (an id map, one sweep over the nodes between S's
  * first and last) plus O(links of S). */
 #include "rules-impl.h"
@@ -42,8 +45,10 @@ void rw_fission_info_free(rw_fission_info *fi) {
     if (!fi) return;
     free(fi->s);
     free(fi->in_s);
+    free(fi->replica);
     fi->s = NULL;
     fi->in_s = NULL;
+    fi->replica = NULL;
     fi->n_s = 0;
 }
 
@@ -144,7 +149,7 @@ static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int c
 /* Edges: every value read in S that has a D-dimension is linked there by its reader; a value of
  * S read in S must have one; and every node reads at least one such value. */
 static ir_status check_edges(const ir_graph *g, const rw_dgraph *dg, int i, int comp,
-                             const unsigned char *in_s, ir_diag *d) {
+                             const unsigned char *in_s, const unsigned char *replica, ir_diag *d) {
     const ir_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k], dim;
@@ -152,7 +157,7 @@ static ir_status check_edges(const ir_graph *g, const rw_dgraph *dg, int i, int 
         int p = g->values[v].producer;
         int cnt = dims_in(dg, v, comp, &dim);
         bool inner = p >= 0 && in_s[p];
-        if (inner && cnt == 0)
+        if (inner && cnt == 0 && !replica[p])
             return ir_node_fail(d, IR_ERR_INVALID, n,
                                 "fission: edge from '%s' is not linked in D ('%s' has no "
                                 "dimension in D)",
@@ -268,6 +273,55 @@ out:
     return st;
 }
 
+/* Ops that only copy or re-lay-out their input: recomputing one costs a pass over its bytes. */
+static bool layout_op(ir_op_kind op) {
+    return op == IR_OP_Transpose || op == IR_OP_Reshape || op == IR_OP_Flatten ||
+           op == IR_OP_Squeeze || op == IR_OP_Unsqueeze || op == IR_OP_Identity || op == IR_OP_Cast;
+}
+
+/* S's replicas: a layout op outside S that reads only residents without a D-dimension and whose
+ * every output, none with a D-dimension and none a graph output, is read in S and nowhere else
+ * (a weight's Transpose before a Linear layer's MatMul, as PyTorch exports it when the weights
+ * are graph inputs). Left outside, such a value is a shared input of the group: computed before
+ * the first part and held through all n of them, so at every part's peak (a transposed copy of
+ * every weight: 0.34 GB of ViT-B/16's 2-part training plan). As a replica it joins S and each
+ * part recomputes it, holding it only from there to its last reader in the part, for n - 1 more
+ * passes over a weight-sized tensor. Its parts compute the same bytes from the same residents:
+ * the one exception to constraint (3), a deliberate recomputation like a remat's. Marks them in
+ * fi->in_s and fi->replica; O(|V| + |E|). */
+static void add_replicas(const ir_graph *g, const rw_dgraph *dg, rw_fission_info *fi) {
+    unsigned char *mark = fi->replica; /* 1: a candidate, 3: one read in S, 0: not (or no more) */
+    int dim;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (fi->in_s[i] || !layout_op(n->op) || ir_attr_find(n, RW_FISSION_GROUP_ATTR) ||
+            rw_dgraph_reduce_in(dg, i, fi->comp) > 0)
+            continue;
+        bool ok = n->n_out > 0;
+        for (int k = 0; k < n->n_in && ok; k++) {
+            int v = n->in[k];
+            ok = v < 0 || (g->values[v].producer < 0 && dims_in(dg, v, fi->comp, &dim) == 0);
+        }
+        for (int k = 0; k < n->n_out && ok; k++) {
+            int v = n->out[k];
+            ok = v < 0 ||
+                 (!(g->values[v].flags & IR_VF_OUTPUT) && dims_in(dg, v, fi->comp, &dim) == 0);
+        }
+        mark[i] = ok;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p >= 0 && mark[p]) mark[p] = fi->in_s[i] ? 3 : 0;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        mark[i] = mark[i] == 3;
+        if (mark[i]) fi->in_s[i] = 1;
+    }
+}
+
 ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
                              rw_fission_info *fi, ir_diag *d) {
     memset(fi, 0, sizeof *fi);
@@ -281,10 +335,11 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
                                "fission: ids of S not sorted ascending (%u after %u)", f->ids[j],
                                f->ids[j - 1]);
     int *map = rw_id_index(g);
-    fi->s = malloc(sizeof(int) * (size_t)f->n_ids);
+    fi->s = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     fi->in_s = calloc((size_t)g->n_nodes + 1, 1);
+    fi->replica = calloc((size_t)g->n_nodes + 1, 1);
     ir_status st = IR_OK;
-    if (!map || !fi->s || !fi->in_s) {
+    if (!map || !fi->s || !fi->in_s || !fi->replica) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory checking a fission");
         goto out;
     }
@@ -296,12 +351,13 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
         }
         fi->in_s[i] = 1;
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        if (fi->in_s[i]) fi->s[fi->n_s++] = i;
     if ((fi->comp = seed_comp(g, dg, f, map, d)) < 0) {
         st = IR_ERR_INVALID;
         goto out;
     }
+    add_replicas(g, dg, fi);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (fi->in_s[i]) fi->s[fi->n_s++] = i;
     fi->len = rw_dgraph_comp_length(dg, fi->comp);
     if (fi->len <= 0) {
         st = ir_diag_set(d, IR_ERR_INVALID,
@@ -313,9 +369,10 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
                          f->parts, (long long)fi->len);
         goto out;
     }
-    for (int j = 0; j < fi->n_s && st == IR_OK; j++) st = check_node(g, dg, fi->s[j], fi->comp, d);
     for (int j = 0; j < fi->n_s && st == IR_OK; j++)
-        st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, d);
+        if (!fi->replica[fi->s[j]]) st = check_node(g, dg, fi->s[j], fi->comp, d);
+    for (int j = 0; j < fi->n_s && st == IR_OK; j++)
+        st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, fi->replica, d);
     if (st == IR_OK) st = check_swaps(g, fi, d);
     if (st == IR_OK && !slices_something(g, dg, fi))
         st = ir_diag_set(d, IR_ERR_INVALID,

@@ -87,7 +87,10 @@ typedef struct rw_fission_info {
     int64_t len;         /* its length */
     int n_s;             /* |S| */
     int *s;              /* node indices of S, ascending (so in topological order) */
-    unsigned char *in_s; /* per node index: 1 for nodes of S */
+    unsigned char *in_s; /* per node index: 1 for nodes of S, its replicas included */
+    /* per node index: 1 for S's replicas, which rw_fission_analyze adds to the S it is given
+     * (rules-fission.c): layout copies of residents that only S reads, recomputed by each part */
+    unsigned char *replica;
 } rw_fission_info;
 
 /* rw_fission_check, keeping what it found in *fi (free it with rw_fission_info_free, also after

@@ -172,6 +172,10 @@ typedef struct rw_fission {
  * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
  * fission op or already tagged; parts divides D's length (all of D's dims have one length).
+ * S's replicas join it first: a layout op outside S (Transpose, Reshape, ...) of residents
+ * without a D-dimension whose outputs only S reads, such as a weight's Transpose before a
+ * Linear layer's MatMul, which each part then recomputes instead of holding it through all of
+ * them (the one deliberate exception to (3); rules-fission.c).
  * IR_ERR_INVALID with d naming the node of the first violation and its cause. */
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, ir_diag *d);
 

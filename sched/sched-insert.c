@@ -21,6 +21,7 @@
 #include "sched-impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct anchored {
     int at;   /* position in the old order it goes before (n_old: the end) */
@@ -114,5 +115,51 @@ out:
     free(pos);
     free(anchor);
     free(fresh);
+    return st;
+}
+
+ir_status sched_sink_resident_readers(const ir_graph *g, int *order, ir_diag *d) {
+    int n = g->n_nodes, n_sink = 0, parts;
+    int *pos = malloc(sizeof(int) * ((size_t)n + 1)), *out = malloc(sizeof(int) * ((size_t)n + 1));
+    anchored *sink = malloc(sizeof(anchored) * ((size_t)n + 1));
+    ir_status st = IR_OK;
+    if (!pos || !out || !sink) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory re-scheduling %d nodes", n);
+        goto done;
+    }
+    for (int s = 0; s < n; s++) pos[order[s]] = s;
+    /* a sink node's anchor: the step of its first reader (n while it has none) */
+    int *anchor = out; /* out is written only after the anchors are read */
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        bool sinks = !is_fission_op(nd->op) && sfg_node_group(nd, &parts) >= 0;
+        for (int k = 0; k < nd->n_in && sinks; k++)
+            sinks = nd->in[k] < 0 || g->values[nd->in[k]].producer < 0;
+        anchor[i] = sinks ? n : -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_in; k++) {
+            int p = nd->in[k] >= 0 ? g->values[nd->in[k]].producer : -1;
+            if (p >= 0 && anchor[p] >= 0 && pos[i] < anchor[p]) anchor[p] = pos[i];
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (anchor[i] >= 0 && anchor[i] < n && anchor[i] > pos[i])
+            sink[n_sink++] = (anchored){.at = anchor[i], .node = i};
+    if (n_sink == 0) goto done;
+    qsort(sink, (size_t)n_sink, sizeof *sink, cmp_anchored);
+    for (int j = 0; j < n_sink; j++) pos[sink[j].node] = -1; /* leaves its old step */
+    int w = 0, f = 0;
+    for (int s = 0; s < n; s++) {
+        while (f < n_sink && sink[f].at == s) out[w++] = sink[f++].node;
+        if (pos[order[s]] >= 0) out[w++] = order[s];
+    }
+    IR_ASSERT(w == n);
+    memcpy(order, out, sizeof(int) * (size_t)n);
+done:
+    free(pos);
+    free(out);
+    free(sink);
     return st;
 }

@@ -130,6 +130,14 @@ ir_status sched_incremental(const ir_graph *g_old, const int *old_order, const i
 ir_status sched_insert_new(const ir_graph *g_old, const int *old_order, const ir_graph *g_new,
                            int *new_order, ir_diag *d);
 
+/* Moves every node of a fission group that reads residents only (a replica of a weight's
+ * layout copy, a generator of constants: rules.h) to right before its first reader in order, in
+ * place. Such a node can run anywhere before that reader, and later only shortens its output's
+ * life; an order inherited from a graph without the group (the DP window of a fission change
+ * keeps nodes far from what it touched where they were) leaves it where the graph had it, often
+ * before the group's first slice, so held through the replay of every other part. O(n). */
+ir_status sched_sink_resident_readers(const ir_graph *g, int *order, ir_diag *d);
+
 /* ---------------------------------------------------------------- simulator */
 
 /* Latency and memory of an order under a cost model (MAGIS section 6.2, "performance

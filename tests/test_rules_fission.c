@@ -239,14 +239,25 @@ static void check_structure(const ir_graph *g, const ir_graph *one, const rw_fis
             for (int t = 0; t < n_touched && !found; t++) found = touched[t] == fs[k].ids[j];
             if (!found) fail_msg("%s: id %u of S not among the touched", what, fs[k].ids[j]);
         }
-    /* nothing removed; the new nodes have fresh ids; touched = S and the new nodes */
+    /* nothing removed; the new nodes have fresh ids; touched = S, its replicas (tagged old
+     * nodes outside S: layout ops reading graph inputs only) and the new nodes */
     int n_s = 0, fresh = 0;
     for (int k = 0; k < nf; k++) n_s += fs[k].n_ids;
     for (int i = 0; i < one->n_nodes; i++) {
-        if (one->nodes[i].id >= g->next_node_id)
+        const ir_node *n = &one->nodes[i];
+        if (n->id >= g->next_node_id) {
             fresh++;
-        else if (node_of(g, one->nodes[i].id) < 0)
-            fail_msg("%s: id %u is neither old nor fresh", what, one->nodes[i].id);
+            continue;
+        }
+        if (node_of(g, n->id) < 0) fail_msg("%s: id %u is neither old nor fresh", what, n->id);
+        bool in_s = false;
+        for (int k = 0; k < nf; k++)
+            for (int j = 0; j < fs[k].n_ids && !in_s; j++) in_s = fs[k].ids[j] == n->id;
+        if (in_s || ir_attr_int(n, "magpie_fission_group", -1) < 0) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && one->values[n->in[k]].producer >= 0)
+                fail_msg("%s: replica '%s' reads a computed value", what, n->name);
+        n_s++;
     }
     assert_int_equal(fresh, one->n_nodes - g->n_nodes);
     assert_int_equal(n_touched, n_s + fresh);
@@ -863,6 +874,77 @@ static void test_generators(void **state) {
     ir_graph_free(g);
 }
 
+/* Replicas: t = Transpose(W) of a weight W, read only by S = {a = x @ t, r = Relu(a)}, joins S
+ * (tagged, its shape whole) and each part recomputes it; the materialized graph gives the
+ * original's outputs. File order runs t before the slice, where it is held through the other
+ * part's replay; sched_sink_resident_readers moves it right before a, and the peak drops by its
+ * bytes. Read outside S too (u = Relu(t)), or computed from a produced value, it stays shared. */
+static void test_replicas(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        ir_graph *g = ir_graph_new();
+        int x = add_input(g, "x", TU_SHAPE(8, 4)), w = add_input(g, "W", TU_SHAPE(16, 4)), t, a, r,
+            u, w2;
+        ir_attr perm = tu_attr_ints("perm", 2, (int64_t[]){1, 0});
+        if (variant == 2) { /* t = Transpose(Relu(W)): not a layout copy of a resident */
+            tu_add_node1(g, IR_OP_Relu, "w2", 1, &w, 0, NULL, &w2);
+            w = w2;
+        }
+        tu_add_node1(g, IR_OP_Transpose, "t", 1, &w, 1, &perm, &t);
+        tu_add_node1(g, IR_OP_MatMul, "a", 2, (int[]){x, t}, 0, NULL, &a);
+        tu_add_node1(g, IR_OP_Relu, "r", 1, &a, 0, NULL, &r);
+        ir_graph_add_output(g, r);
+        if (variant == 1) {
+            tu_add_node1(g, IR_OP_Relu, "u", 1, &t, 0, NULL, &u);
+            ir_graph_add_output(g, u);
+        }
+        ir_diag d = {{0}};
+        assert_int_equal(ir_graph_validate(g, &d), IR_OK);
+        rw_dgraph *dg = rw_dgraph_build(g);
+        int comp = rw_dgraph_value_comp(dg, x, 0), it = g->values[t].producer;
+        uint32_t ids[2] = {g->nodes[g->values[a].producer].id, g->nodes[g->values[r].producer].id};
+        rw_fission f = make_fission(g, dg, comp, ids, 2, 2);
+        const char *what[3] = {"replica t", "t read outside S", "t of a computed value"};
+        check_case(g, &f, 1, &comp, dg, what[variant]);
+        ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
+        if (!one) fail_msg("%s: apply: %s", what[variant], d.msg);
+        int ot = node_of(one, g->nodes[it].id);
+        bool tagged = ir_attr_int(&one->nodes[ot], "magpie_fission_group", -1) == 0;
+        assert_int_equal(tagged, variant == 0);
+        ir_shape whole = TU_SHAPE(4, 16);
+        assert_true(ir_shape_eq(&one->values[one->nodes[ot].out[0]].shape, &whole));
+        int *order = sched_eager_order(one), *sunk = sched_eager_order(one);
+        if (sched_sink_resident_readers(one, sunk, &d) != IR_OK) fail_msg("sink: %s", d.msg);
+        assert_true(sched_order_valid(one, sunk, one->n_nodes));
+        int pos_t = -1, pos_a = -1;
+        for (int s = 0; s < one->n_nodes; s++) {
+            if (sunk[s] == ot) pos_t = s;
+            if (one->nodes[sunk[s]].id == ids[0]) pos_a = s;
+        }
+        sched_memory m0, m1;
+        assert_int_equal(sched_memory_compute(one, order, &m0, &d), IR_OK);
+        assert_int_equal(sched_memory_compute(one, sunk, &m1, &d), IR_OK);
+        if (variant == 0) {
+            assert_int_equal(pos_t + 1, pos_a);
+            assert_int_equal(m1.peak_bytes + 16 * 4 * sizeof(float), m0.peak_bytes);
+            rt_result ref = {0};
+            size_t peak;
+            run(g, NULL, &ref, what[variant]);
+            check_order(one, sunk, &ref, "replica t, sunk", &peak);
+            rt_result_free(&ref);
+        } else {
+            assert_memory_equal(order, sunk, sizeof(int) * (size_t)one->n_nodes);
+        }
+        sched_memory_free(&m0);
+        sched_memory_free(&m1);
+        free(order);
+        free(sunk);
+        ir_graph_free(one);
+        rw_dgraph_free(dg);
+        ir_graph_free(g);
+    }
+}
+
 /* BERT-base's training graph (~1800 nodes; its export fixes batch 1): the biggest clean piece of
  * the forward split along the sequence, applied in milliseconds. */
 static void test_apply_speed(void **state) {
@@ -905,7 +987,8 @@ int main(void) {
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mlp_batch),
         cmocka_unit_test(test_cnn_batch),    cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_remat_inside), cmocka_unit_test(test_swap_inside),
-        cmocka_unit_test(test_generators),   cmocka_unit_test(test_apply_speed),
+        cmocka_unit_test(test_generators),   cmocka_unit_test(test_replicas),
+        cmocka_unit_test(test_apply_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
