@@ -1,5 +1,7 @@
 /* sched-insert.c - re-scheduling after a rewrite that only adds nodes next to their readers or
- * removes nodes (remat, swap and their inverses; schedule.h, sched_insert_new).
+ * removes nodes (remat, swap and their inverses; schedule.h, sched_insert_new), and moving a
+ * fission group's nodes that read residents only next to their readers
+ * (sched_sink_resident_readers), with the same anchoring.
  *
  * The old order is kept for every node both graphs have (matched by stable id); a node g_new
  * adds goes right before its first reader in that order (as late as it can run, which is where
