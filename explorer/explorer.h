@@ -254,6 +254,9 @@ const void *xp_pool_best(const xp_pool *p, xp_key *key);
 /* Statistics; any thread, any time (exact after xp_pool_wait or while paused). per (may be
  * NULL) receives up to n_per workers' counts. */
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per);
+/* into's counters += from's, all but frontier_peak: a gauge, which the caller combines as it
+ * means (workers of one pool hold theirs at once: a sum; searches one after another: a max). */
+void xp_worker_stats_add(xp_worker_stats *into, const xp_worker_stats *from);
 const char *xp_stop_reason_to_string(xp_stop_reason r);
 
 /* ---------------------------------------------------------------- pool snapshots and restore

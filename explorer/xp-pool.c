@@ -862,6 +862,20 @@ const void *xp_pool_best(const xp_pool *p, xp_key *key) {
     return n->state;
 }
 
+void xp_worker_stats_add(xp_worker_stats *into, const xp_worker_stats *from) {
+    into->expanded += from->expanded;
+    into->generated += from->generated;
+    into->duplicates += from->duplicates;
+    into->rejected += from->rejected;
+    into->pushed += from->pushed;
+    into->exposed += from->exposed;
+    into->steals += from->steals;
+    into->steal_attempts += from->steal_attempts;
+    into->improvements += from->improvements;
+    into->evicted += from->evicted;
+    into->dropped += from->dropped;
+}
+
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per) {
     xp_worker_stats sum = {0};
     for (int i = 0; i < p->n; i++) {
@@ -882,17 +896,7 @@ void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *
             .frontier_peak = atomic_load_explicit(&c->frontier_peak, memory_order_relaxed),
         };
         if (per && i < n_per) per[i] = s;
-        sum.expanded += s.expanded;
-        sum.generated += s.generated;
-        sum.duplicates += s.duplicates;
-        sum.rejected += s.rejected;
-        sum.pushed += s.pushed;
-        sum.exposed += s.exposed;
-        sum.steals += s.steals;
-        sum.steal_attempts += s.steal_attempts;
-        sum.improvements += s.improvements;
-        sum.evicted += s.evicted;
-        sum.dropped += s.dropped;
+        xp_worker_stats_add(&sum, &s);
         sum.frontier_peak += s.frontier_peak;
     }
     if (!total) return;

@@ -8,17 +8,8 @@
 static void add_counts(xs_result *into, const xs_result *from) {
     xp_worker_stats *a = &into->stats.total;
     const xp_worker_stats *b = &from->stats.total;
-    a->expanded += b->expanded;
-    a->generated += b->generated;
-    a->duplicates += b->duplicates;
-    a->rejected += b->rejected;
-    a->pushed += b->pushed;
-    a->exposed += b->exposed;
-    a->steals += b->steals;
-    a->steal_attempts += b->steal_attempts;
-    a->improvements += b->improvements;
-    a->evicted += b->evicted;
-    a->dropped += b->dropped;
+    xp_worker_stats_add(a, b);
+    /* the searches run one after another: their frontiers never coexist */
     if (b->frontier_peak > a->frontier_peak) a->frontier_peak = b->frontier_peak;
     into->stats.seconds += from->stats.seconds;
     into->search_seconds += from->search_seconds;

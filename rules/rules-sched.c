@@ -26,12 +26,6 @@ bool rw_is_ftree_kind(int kind) {
 
 /* ---------------------------------------------------------------- helpers */
 
-static int find_node(const ir_graph *g, uint32_t id) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].id == id) return i;
-    return -1;
-}
-
 static bool node_reads(const ir_node *n, int v) {
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] == v) return true;
@@ -173,7 +167,7 @@ static ir_status finish(ir_graph *g, ir_diag *d) {
 /* ---------------------------------------------------------------- the rules */
 
 static ir_status need_node(const ir_graph *g, uint32_t id, const char *role, int *idx, ir_diag *d) {
-    *idx = find_node(g, id);
+    *idx = rw_find_node(g, id);
     if (*idx < 0)
         return ir_diag_set(d, IR_ERR_INVALID, "rewrite: no node with id %u (%s)", id, role);
     return IR_OK;

@@ -120,8 +120,20 @@ out:
     return st;
 }
 
+/* A node of a fission group (not a fission op) that reads residents only. */
+static bool reads_residents_in_group(const ir_graph *g, const ir_node *nd) {
+    int parts;
+    if (is_fission_op(nd->op) || sfg_node_group(nd, &parts) < 0) return false;
+    for (int k = 0; k < nd->n_in; k++)
+        if (nd->in[k] >= 0 && g->values[nd->in[k]].producer >= 0) return false;
+    return true;
+}
+
 ir_status sched_sink_resident_readers(const ir_graph *g, int *order, ir_diag *d) {
-    int n = g->n_nodes, n_sink = 0, parts;
+    int n = g->n_nodes, n_sink = 0, i0 = 0;
+    /* the common case (no fission, or none of its nodes reads residents only) allocates nothing */
+    while (i0 < n && !reads_residents_in_group(g, &g->nodes[i0])) i0++;
+    if (i0 == n) return IR_OK;
     int *pos = malloc(sizeof(int) * ((size_t)n + 1)), *out = malloc(sizeof(int) * ((size_t)n + 1));
     anchored *sink = malloc(sizeof(anchored) * ((size_t)n + 1));
     ir_status st = IR_OK;
@@ -132,13 +144,8 @@ ir_status sched_sink_resident_readers(const ir_graph *g, int *order, ir_diag *d)
     for (int s = 0; s < n; s++) pos[order[s]] = s;
     /* a sink node's anchor: the step of its first reader (n while it has none) */
     int *anchor = out; /* out is written only after the anchors are read */
-    for (int i = 0; i < n; i++) {
-        const ir_node *nd = &g->nodes[i];
-        bool sinks = !is_fission_op(nd->op) && sfg_node_group(nd, &parts) >= 0;
-        for (int k = 0; k < nd->n_in && sinks; k++)
-            sinks = nd->in[k] < 0 || g->values[nd->in[k]].producer < 0;
-        anchor[i] = sinks ? n : -1;
-    }
+    for (int i = 0; i < n; i++)
+        anchor[i] = i >= i0 && reads_residents_in_group(g, &g->nodes[i]) ? n : -1;
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[i];
         for (int k = 0; k < nd->n_in; k++) {
