@@ -17,8 +17,9 @@
 #define DEFAULT_MAX_FRONTIER 100000
 
 const cli_rule_family cli_rule_families[] = {
-    {"fission", XS_RULE_FISSION}, {"remat", XS_RULE_REMAT}, {"swap", XS_RULE_SWAP},
-    {"reorder", XS_RULE_REORDER}, {"subst", XS_RULE_SUBST}, {"pet", XS_RULE_PET}};
+    {"fission", XS_RULE_FISSION},  {"remat", XS_RULE_REMAT}, {"swap", XS_RULE_SWAP},
+    {"reorder", XS_RULE_REORDER},  {"subst", XS_RULE_SUBST}, {"pet", XS_RULE_PET},
+    {"remat-chain", XS_RULE_CHAIN}};
 const int cli_n_rule_families = (int)(sizeof cli_rule_families / sizeof cli_rule_families[0]);
 
 static int parse_rules(const char *n, const char *rules, unsigned *out) {

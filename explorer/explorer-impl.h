@@ -73,6 +73,9 @@ typedef struct xs_worker {
 /* Remat/swap children per expansion: the ones moving or recomputing the most bytes
  * (xp-search.c, list_children). */
 #define XS_MAX_SCHED_CHILDREN 48
+/* The most values one remat's recompute reads that keep_best weighs (rw_remat_reads): a chain
+ * of RW_REMAT_CHAIN_MAX nodes of a few inputs each. */
+#define XS_REMAT_READS 64
 #define XS_TOUCHED_CAP (2 * RW_MAX_FISSION_TOUCHED + RW_MAX_TOUCHED)
 
 typedef struct xs_ctx {

@@ -399,6 +399,7 @@ enum xs_rule_flags {
     XS_RULE_SUBST = 1u << 4,   /* substitution rules */
     XS_RULE_ALL = 31u,         /* the memory optimizer's families (PET is not among them) */
     XS_RULE_PET = 1u << 5,     /* PET candidates (partially equivalent, corrected mutants) */
+    XS_RULE_CHAIN = 1u << 6,   /* chain remats (RW_REMAT_CHAIN); not in XS_RULE_ALL */
 };
 
 /* The phases of the workers' time (xs_result.phase_seconds, summed over workers). */
@@ -480,6 +481,10 @@ typedef struct xs_progress {
 typedef struct xs_options {
     int mode;     /* xs_mode */
     double limit; /* bytes (XS_MODE_MEM) or seconds (XS_MODE_LAT), absolute */
+    /* A target for the other figure (seconds in XS_MODE_MEM, bytes in XS_MODE_LAT; 0: none):
+     * states that meet both compare by the limited figure, so a search that has met the target
+     * goes on to improve the limited one (xs_search_refined's rounds). Not Algorithm 3. */
+    double target;
     double delta; /* <= 0: 1.1 */
     unsigned rules;
     int threads;         /* <= 0: xp_default_threads() */
@@ -599,22 +604,28 @@ typedef struct xs_result {
  * zeroed. */
 ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
 void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
-/* XS_MODE_MEM with refinement (`magpie optimize --mem-limit X --refine`): xs_search with half
- * of o's budgets (time and states), then XS_REFINE_ROUNDS searches in XS_MODE_LAT that share
- * the rest, their latency bounds bisecting [start latency, best plan's latency]. A plan one of
- * them finds within the memory limit and faster than the best becomes the best (and the upper
- * end); otherwise the bound becomes the lower end. Why: in memory mode Algorithm 3 orders the
- * states above the limit by memory alone, so it reaches the limit through the largest drops
- * (a whole-graph fission's n = 4 or 8), and once a plan is under the limit its relaxed
- * acceptance prunes every state above it, among them those that swaps and remats would bring
- * under it at a lower latency; a latency-bounded search explores those first. Refines only
- * when the first search met the limit and o has a budget; o's checkpoint and resume are not
+/* XS_MODE_MEM with refinement (`magpie optimize --mem-limit X --refine`): xs_search with
+ * XS_REFINE_FIRST_SHARE of o's budgets (time and states), then XS_REFINE_ROUNDS searches in
+ * XS_MODE_LAT that share the rest, their latency bounds bisecting [start latency, best plan's
+ * latency], with the memory limit as their target (xs_options.target: once within it, a round
+ * goes on to lower the latency) and chain remats (XS_RULE_CHAIN) among their rules when o has
+ * XS_RULE_REMAT. A plan one of them finds within the memory limit and faster than the best
+ * becomes the best (and the upper end); otherwise the bound becomes the lower end. Why: in memory
+ * mode Algorithm 3 orders the states above the limit by memory alone, so it reaches the limit
+ * through the largest drops (a whole-graph fission's n = 4 or 8), and once a plan is under the
+ * limit its relaxed acceptance prunes every state above it, among them those that swaps and remats
+ * would bring under it at a lower latency; a latency-bounded search explores those first. Refines
+ * only when the first search met the limit and o has a budget; o's checkpoint and resume are not
  * used. Not Algorithm 3: plain xs_search is. */
 #define XS_REFINE_ROUNDS 3
+/* The first search finds its plan within the limit early (the largest drops first), then
+ * mostly waits; the rounds need the time (BERT-base's plan within 0.4 of the peak is some 60
+ * rewrites deep: 15 s on 2 threads). */
+#define XS_REFINE_FIRST_SHARE 0.25
 ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
-/* The relaxed BetterThan above on (peak bytes, latency) pairs. */
-bool xs_better(int mode, double limit, size_t a_mem, double a_lat, size_t b_mem, double b_lat,
-               double delta);
+/* The relaxed BetterThan above on (peak bytes, latency) pairs, with xs_options.target (0: none). */
+bool xs_better(int mode, double limit, double target, size_t a_mem, double a_lat, size_t b_mem,
+               double b_lat, double delta);
 
 /* A state rebuilt by xs_replay. */
 typedef struct xs_replayed {

@@ -27,9 +27,12 @@ ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r
     if (o->mode != XS_MODE_MEM || (o->max_seconds <= 0 && !o->max_states))
         return xs_search(g, o, r, d);
     xs_options first = *o;
-    if (o->max_seconds > 0) first.max_seconds = 0.5 * o->max_seconds;
+    if (o->max_seconds > 0) first.max_seconds = XS_REFINE_FIRST_SHARE * o->max_seconds;
     /* at least one state each: 0 would mean xs_search's default budget */
-    if (o->max_states) first.max_states = o->max_states > 1 ? o->max_states / 2 : 1;
+    if (o->max_states) {
+        first.max_states = (size_t)(XS_REFINE_FIRST_SHARE * (double)o->max_states);
+        if (!first.max_states) first.max_states = 1;
+    }
     first.checkpoint = NULL;
     first.resume = NULL;
     double t0 = ir_now_seconds();
@@ -40,6 +43,9 @@ ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r
         xs_options lat = first;
         lat.mode = XS_MODE_LAT;
         lat.limit = 0.5 * (lo + hi);
+        /* within the memory limit, the faster plan is the better (explorer.h) */
+        lat.target = o->limit;
+        if (o->rules & XS_RULE_REMAT) lat.rules |= XS_RULE_CHAIN;
         if (o->max_seconds > 0) {
             double left = o->max_seconds - (ir_now_seconds() - t0);
             if (left <= 0) break;

@@ -466,7 +466,8 @@ bool xs_rule_inside_fission(int kind) {
      * or swaps its own slice (the simulator replays the parts' swaps on the copy stream). A
      * rewrite that would cross the region's border makes the fission invalid, which
      * rw_fission_apply reports. Substitutions stay outside: they may change what D links. */
-    return kind == RW_REMAT || kind == RW_DEREMAT || kind == RW_SWAP || kind == RW_DESWAP;
+    return kind == RW_REMAT || kind == RW_REMAT_CHAIN || kind == RW_DEREMAT || kind == RW_SWAP ||
+           kind == RW_DESWAP;
 }
 
 /* The child's order. A rewrite of G_b (remat, swap, their inverses, a substitution, a PET

@@ -14,8 +14,8 @@
 
 const char *rw_kind_name(int kind) {
     static const char *const names[RW_KIND_COUNT] = {
-        "remat",     "deremat", "swap",       "deswap",    "subst",
-        "ft-enable", "ft-lift", "ft-disable", "ft-mutate", "pet"};
+        "remat",   "deremat",    "swap",      "deswap", "subst",      "ft-enable",
+        "ft-lift", "ft-disable", "ft-mutate", "pet",    "remat-chain"};
     return kind >= 0 && kind < RW_KIND_COUNT ? names[kind] : "?";
 }
 
@@ -189,18 +189,11 @@ static ir_status value_and_user(const ir_graph *g, const rw_rewrite *r, int *ia,
     return IR_OK;
 }
 
-/* The rewired readers of a remat or swap of v for user B (node ib): B and every other reader of
- * v that is not an ancestor of B, all of them made to read `to` instead (nodes with ids from
- * first_new on, the rewrite's own, and Stores excluded). A reader that is an ancestor of B runs
- * before it in every order, so it keeps v; the others may run as late as B, and serving them too
- * is what frees v in between: with a Load or recompute for B alone, v stays on the device until
- * its last other late reader (a forward activation read by two backward ops), and the rewrite
- * saves nothing until a second one follows. Ancestors by one reverse sweep: g->nodes is
- * topological. */
-static ir_status rewire_late_readers(ir_graph *g, int v, int ib, int to, uint32_t first_new,
-                                     rw_touch_set *t, ir_diag *d) {
+/* The ancestors of node ib, by one reverse sweep (g->nodes is topological); ib itself is not
+ * marked. NULL when out of memory. */
+static unsigned char *ancestors_of(const ir_graph *g, int ib) {
     unsigned char *anc = calloc((size_t)g->n_nodes + 1, 1);
-    if (!anc) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
+    if (!anc) return NULL;
     anc[ib] = 1;
     for (int i = ib; i >= 0; i--) {
         if (!anc[i]) continue;
@@ -210,53 +203,143 @@ static ir_status rewire_late_readers(ir_graph *g, int v, int ib, int to, uint32_
             if (p >= 0) anc[p] = 1;
         }
     }
-    anc[ib] = 0; /* B itself is served */
+    anc[ib] = 0;
+    return anc;
+}
+
+/* The rewired readers of a remat or swap of v for user B (node ib): B and every other reader of
+ * v that is not an ancestor of B, all of them made to read `to` instead (nodes with ids from
+ * first_new on, the rewrite's own, and Stores excluded). A reader that is an ancestor of B runs
+ * before it in every order, so it keeps v; the others may run as late as B, and serving them too
+ * is what frees v in between: with a Load or recompute for B alone, v stays on the device until
+ * its last other late reader (a forward activation read by two backward ops), and the rewrite
+ * saves nothing until a second one follows. */
+static void rewire_late_readers(ir_graph *g, int v, const unsigned char *anc, int to,
+                                uint32_t first_new, rw_touch_set *t) {
     for (int j = 0; j < g->n_nodes; j++) {
         ir_node *n = &g->nodes[j];
-        if (anc[j] || n->id >= first_new || n->op == IR_OP_Store || !node_reads(n, v)) continue;
+        /* new nodes (ids from first_new) lie past anc's end: test the id first */
+        if (n->id >= first_new || anc[j] || n->op == IR_OP_Store || !node_reads(n, v)) continue;
         replace_input(n, v, to);
         rw_touch(t, n->id);
     }
-    free(anc);
-    return IR_OK;
 }
 
-static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
-    int ia, ib, v;
-    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
-    if (st != IR_OK) return st;
-    const ir_node *a = &g->nodes[ia];
-    if (!recomputable(a))
-        return ir_node_fail(d, IR_ERR_INVALID, a, "rewrite: this op cannot be rematerialized");
-    /* The node array may move while nodes are added; in/out/attrs live in the arena and stay. */
+/* Is n memory-bound: at most RW_REMAT_CHAIN_MAX_INTENSITY FLOPs per byte it reads and writes?
+ * A chain recomputes such producers for about what moving their bytes costs, the price of any
+ * remat of an elementwise op; a compute-bound one (a Linear layer's MatMul, 268 FLOP/B in BERT's
+ * FFN) would cost its full FLOPs again for the same bytes freed, and the search, which ranks
+ * children by bytes under a latency limit, would spend the limit on it. */
+static bool memory_bound(const ir_graph *g, const ir_node *n) {
+    double bytes = 0;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0) bytes += (double)ir_value_bytes(&g->values[n->in[k]]);
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) bytes += (double)ir_value_bytes(&g->values[n->out[k]]);
+    return ir_node_flops(g, n) <= RW_REMAT_CHAIN_MAX_INTENSITY * bytes;
+}
+
+/* The nodes an RW_REMAT_CHAIN recomputes for v = A's output read by B (rules.h): A, then every
+ * producer of a chain node's input whose outputs only ancestors of B read (anc, from
+ * ancestors_of(B): B itself is not one, so a value B reads stays), breadth first, at most
+ * RW_REMAT_CHAIN_MAX; in ascending index order (topological) into chain. */
+static int remat_chain(const ir_graph *g, int ia, const unsigned char *anc, int *chain) {
+    int n = 1;
+    chain[0] = ia;
+    for (int c = 0; c < n; c++) {
+        const ir_node *x = &g->nodes[chain[c]];
+        for (int k = 0; k < x->n_in && n < RW_REMAT_CHAIN_MAX; k++) {
+            int p = x->in[k] >= 0 ? g->values[x->in[k]].producer : -1, j = 0;
+            while (j < n && chain[j] != p) j++;
+            if (p < 0 || j < n || !recomputable(&g->nodes[p]) ||
+                any_graph_output(g, &g->nodes[p]) || rw_is_fission_op(g->nodes[p].op) ||
+                !memory_bound(g, &g->nodes[p]))
+                continue;
+            const ir_node *pn = &g->nodes[p];
+            bool early = true;
+            for (int o = 0; o < pn->n_out && early; o++)
+                for (int r = p + 1; r < g->n_nodes && early && pn->out[o] >= 0; r++)
+                    early = anc[r] || !node_reads(&g->nodes[r], pn->out[o]);
+            if (early) chain[n++] = p;
+        }
+    }
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && chain[j - 1] > chain[j]; j--) {
+            int tmp = chain[j];
+            chain[j] = chain[j - 1];
+            chain[j - 1] = tmp;
+        }
+    return n;
+}
+
+/* Adds a copy of node i whose inputs read remap[x] where that is set (>= 0) and whose outputs are
+ * fresh values, recorded in remap; returns the copy's id through *id. */
+static ir_status add_copy(ir_graph *g, int i, int *remap, uint32_t *id, ir_diag *d) {
+    /* the node array may move while nodes are added; in/out/attrs live in the arena and stay */
+    const ir_node *a = &g->nodes[i];
     ir_op_kind op = a->op;
     const char *name = a->name;
     int n_in = a->n_in, n_out = a->n_out, n_attrs = a->n_attrs;
     const int *in = a->in, *out = a->out;
     const ir_attr *attrs = a->attrs;
-    uint32_t aid = a->id, bid = g->nodes[ib].id, nid = g->next_node_id;
-    int *outs = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1));
-    if (!outs) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
-    for (int k = 0; k < n_out; k++) {
+    uint32_t nid = *id = g->next_node_id;
+    int *ins = malloc(sizeof(int) * (size_t)(n_in + n_out + 1)), *outs = ins + n_in;
+    if (!ins) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
+    for (int k = 0; k < n_in; k++) ins[k] = in[k] >= 0 && remap[in[k]] >= 0 ? remap[in[k]] : in[k];
+    ir_status st = IR_OK;
+    for (int k = 0; k < n_out && st == IR_OK; k++) {
         outs[k] = out[k] >= 0 ? fresh_value(g, out[k], "remat", nid) : -1;
-        if (out[k] >= 0 && outs[k] < 0) {
-            free(outs);
-            return ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
-        }
+        if (out[k] >= 0 && outs[k] < 0) st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     }
-    int vr = outs[r->value];
-    st = add_node(g, op, name, "remat", n_in, in, n_out, outs, n_attrs, attrs, d);
-    free(outs);
+    if (st == IR_OK) st = add_node(g, op, name, "remat", n_in, ins, n_out, outs, n_attrs, attrs, d);
+    for (int k = 0; k < n_out && st == IR_OK; k++)
+        if (out[k] >= 0) remap[out[k]] = outs[k];
+    free(ins);
+    return st;
+}
+
+static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
+    int ia, ib, v, chain[RW_REMAT_CHAIN_MAX], n_chain = 1;
+    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
     if (st != IR_OK) return st;
+    if (!recomputable(&g->nodes[ia]))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                            "rewrite: this op cannot be rematerialized");
+    uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, first_new = g->next_node_id;
+    int n_values = g->n_values;
+    unsigned char *anc = ancestors_of(g, ib);
+    int *remap = malloc(sizeof(int) * ((size_t)n_values + 1));
+    if (!anc || !remap) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
+        goto out;
+    }
+    chain[0] = ia;
+    if (r->kind == RW_REMAT_CHAIN && (n_chain = remat_chain(g, ia, anc, chain)) < 2) {
+        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                          "rewrite: no producer of '%s' to recompute with it", g->values[v].name);
+        goto out;
+    }
+    for (int x = 0; x < n_values; x++) remap[x] = -1;
     rw_touch(t, aid);
-    rw_touch(t, nid);
+    for (int c = 0; c < n_chain && st == IR_OK; c++) {
+        uint32_t id;
+        st = add_copy(g, chain[c], remap, &id, d);
+        rw_touch(t, id);
+    }
+    if (st != IR_OK) goto out;
     rw_touch(t, bid);
-    if ((st = rewire_late_readers(g, v, ib, vr, nid, t, d)) != IR_OK) return st;
-    for (int j = 0; j < g->n_nodes; j++)
-        if (g->nodes[j].id < nid && node_reads(&g->nodes[j], v)) return IR_OK;
+    rewire_late_readers(g, v, anc, remap[v], first_new, t);
+    bool kept = false;
+    for (int j = 0; j < g->n_nodes && !kept; j++)
+        kept = g->nodes[j].id < first_new && node_reads(&g->nodes[j], v);
     /* every reader moved: A would compute v for nobody (no reader of v is an ancestor of B) */
-    return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib],
-                        "rewrite: every reader of '%s' would read the copy", g->values[v].name);
+    if (!kept)
+        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[rw_find_node(g, bid)],
+                          "rewrite: every reader of '%s' would read the copy", g->values[v].name);
+out:
+    free(anc);
+    free(remap);
+    return st;
 }
 
 static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
@@ -311,7 +394,11 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, i
     rw_touch(t, sid);
     rw_touch(t, sid + 1);
     rw_touch(t, bid);
-    return rewire_late_readers(g, v, ib, l, sid, t, d);
+    unsigned char *anc = ancestors_of(g, ib);
+    if (!anc) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
+    rewire_late_readers(g, v, anc, l, sid, t);
+    free(anc);
+    return IR_OK;
 }
 
 static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
@@ -354,7 +441,8 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
         goto out;
     }
     switch (r->kind) {
-    case RW_REMAT: s = apply_remat(g2, r, &t, d); break;
+    case RW_REMAT:
+    case RW_REMAT_CHAIN: s = apply_remat(g2, r, &t, d); break;
     case RW_DEREMAT: s = apply_deremat(g2, r, &t, d); break;
     case RW_SWAP: s = apply_swap(g2, r, &t, d); break;
     case RW_DESWAP: s = apply_deswap(g2, r, &t, d); break;
@@ -371,6 +459,32 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
 out:
     if (st) *st = s;
     return g2;
+}
+
+int rw_remat_reads(const ir_graph *g, const rw_rewrite *r, int *vals, int max) {
+    if (r->kind != RW_REMAT && r->kind != RW_REMAT_CHAIN) return -1;
+    int ia = rw_find_node(g, r->node_id), ib = rw_find_node(g, r->user_id);
+    if (ia < 0 || ib < 0) return -1;
+    int chain[RW_REMAT_CHAIN_MAX], n_chain = 1, n = 0;
+    chain[0] = ia;
+    if (r->kind == RW_REMAT_CHAIN) {
+        unsigned char *anc = ancestors_of(g, ib);
+        if (!anc) return -1;
+        n_chain = remat_chain(g, ia, anc, chain);
+        free(anc);
+    }
+    for (int c = 0; c < n_chain; c++) {
+        const ir_node *x = &g->nodes[chain[c]];
+        for (int k = 0; k < x->n_in; k++) {
+            int v = x->in[k], p = v >= 0 ? g->values[v].producer : -1, j = 0;
+            while (j < n_chain && chain[j] != p) j++;
+            if (v < 0 || j < n_chain) continue; /* produced inside the chain */
+            j = 0;
+            while (j < n && vals[j] != v) j++;
+            if (j == n && n < max) vals[n++] = v;
+        }
+    }
+    return n;
 }
 
 /* ---------------------------------------------------------------- candidates (heuristic H2) */
@@ -409,7 +523,24 @@ static bool reader_is_ancestor(const ir_graph *g, const int *users, int nu, int 
     return found;
 }
 
-int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max) {
+/* Could an RW_REMAT_CHAIN of A for a reader at step sb recompute a producer with A? Only if an
+ * input of A has a recomputable producer whose outputs all die before sb under m (the order at
+ * hand): that is necessary for them to have only ancestors of B as readers, which rw_apply then
+ * checks exactly (it refuses a chain of one). O(inputs x outputs) with m's lifetimes. */
+static bool chain_may_grow(const ir_graph *g, const sched_memory *m, const ir_node *a, int sb) {
+    for (int k = 0; k < a->n_in; k++) {
+        int q = a->in[k] >= 0 ? g->values[a->in[k]].producer : -1;
+        if (q < 0 || !recomputable(&g->nodes[q]) || any_graph_output(g, &g->nodes[q])) continue;
+        const ir_node *p = &g->nodes[q];
+        bool early = true;
+        for (int o = 0; o < p->n_out && early; o++)
+            early = p->out[o] < 0 || m->lifetimes[p->out[o]].last_step < sb;
+        if (early) return true;
+    }
+    return false;
+}
+
+int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewrite *out, int max) {
     int cnt = 0;
     if (!out || max <= 0) return 0;
     bool have_m = m && m->lifetimes && m->n_steps == g->n_nodes;
@@ -454,6 +585,15 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int
                                 .value = k,
                                 .user_id = b->id};
                 if (!push(out, max, &cnt, r)) goto out;
+                if (pass == 1 || !chains ||
+                    !chain_may_grow(g, m, a, sched_node_step(g, m, users[u])))
+                    continue;
+                unsigned char *anc = ancestors_of(g, users[u]);
+                int chain[RW_REMAT_CHAIN_MAX];
+                bool grows = anc && remat_chain(g, p, anc, chain) > 1;
+                free(anc);
+                r.kind = RW_REMAT_CHAIN;
+                if (grows && !push(out, max, &cnt, r)) goto out;
             }
         }
     /* Deremat: every mergeable pair, the later one (by index) merged into the earlier. */

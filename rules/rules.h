@@ -18,6 +18,15 @@
  *              several users): adds A' reading A's inputs; B, and every other reader of v that
  *              is not an ancestor of B (the "late" readers), read A''s output instead of v.
  *              Random (Dropout), in-place and host-output ops are never rematerialized.
+ *  RW_REMAT_CHAIN  as RW_REMAT, and A' reads copies of the producers it would otherwise keep
+ *              alive for itself alone: a producer P of an input of a copied node joins the copy
+ *              when every reader of every output of P is an ancestor of B (so nothing after B
+ *              needs P's outputs, which the recompute would hold from P to B), P is recomputable
+ *              and memory-bound (RW_REMAT_CHAIN_MAX_INTENSITY) and no output of P is a graph
+ *              output; at most RW_REMAT_CHAIN_MAX nodes, and at least two (one is RW_REMAT).
+ *              A softmax's output recomputed from the attention's Q and K, which its backward
+ *              holds anyway: Softmax <- Div <- MatMul. The explorer offers it only with
+ *              XS_RULE_CHAIN (`--rules ...,remat-chain`, and --refine's rounds).
  *  RW_DEREMAT  node_id = A, user_id = A2: same op, attributes and inputs; A2 is removed and its
  *              users read A's outputs. A2's outputs must not be graph outputs.
  *  RW_SWAP     node_id = A, value = output index of v, user_id = B: inserts Store(v) -> Load;
@@ -42,23 +51,32 @@ typedef enum rw_kind {
     RW_FT_LIFT,   /*   they change the fission configuration, not the base graph */
     RW_FT_DISABLE,
     RW_FT_MUTATE,
-    RW_PET, /* a PET candidate (pet-opt.h): node_id = its index in the search's pet_table;
-             *   applied to the base graph by pet_apply, not rw_apply */
+    RW_PET,         /* a PET candidate (pet-opt.h): node_id = its index in the search's pet_table;
+                     *   applied to the base graph by pet_apply, not rw_apply */
+    RW_REMAT_CHAIN, /* after the others, so that checkpoints keep their numbers */
     RW_KIND_COUNT,
 } rw_kind;
 
 typedef struct rw_rewrite {
     int kind; /* rw_kind */
     uint32_t node_id;
-    int value; /* RW_REMAT, RW_SWAP: output index of node_id; RW_SUBST: the rule; 0 otherwise */
+    int value; /* RW_REMAT(_CHAIN), RW_SWAP: output index of node_id; RW_SUBST: the rule; 0
+                * otherwise */
     uint32_t user_id;
 } rw_rewrite;
+
+/* The most nodes one RW_REMAT_CHAIN recomputes, and the most FLOPs per byte read and written
+ * of a producer it recomputes with A: memory-bound on every target magpie models (the
+ * RTX 3090's ridge point is 35.6 TFLOP/s / 936 GB/s = 38 FLOP/B; attention's Q x K^T is
+ * S*d / (2 (S + 2d)): 26 at S = 512, d = 64). */
+#define RW_REMAT_CHAIN_MAX 8
+#define RW_REMAT_CHAIN_MAX_INTENSITY 32.0
 
 /* touched receives at most this many ids; rewrites that would touch more are refused. */
 #define RW_MAX_TOUCHED 64
 
 /* "remat", "deremat", "swap", "deswap", "subst", "ft-enable", "ft-lift", "ft-disable",
- * "ft-mutate", "pet"; "?" otherwise */
+ * "ft-mutate", "pet", "remat-chain"; "?" otherwise */
 const char *rw_kind_name(int kind);
 /* The F-Tree mutations: they change the fission configuration, not the base graph. */
 bool rw_is_ftree_kind(int kind);
@@ -71,6 +89,14 @@ bool rw_is_ftree_kind(int kind);
 ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, int *n_touched,
                    ir_status *st, ir_diag *d);
 
+/* The values a remat's recompute reads from outside itself (r: RW_REMAT or RW_REMAT_CHAIN on
+ * g, which must name nodes of g): the inputs of A for RW_REMAT, the inputs of the chain's nodes
+ * that no node of the chain produces for RW_REMAT_CHAIN. Each once, at most max, into vals;
+ * returns the count, or -1 when r is not such a remat of g or memory ran out. What they cost:
+ * each is held from where it was last read before to B's step, which the explorer weighs
+ * against the bytes the remat frees (keep_best). */
+int rw_remat_reads(const ir_graph *g, const rw_rewrite *r, int *vals, int max);
+
 /* Lists up to max rewrites that apply to g into out and returns how many it wrote (out may be
  * NULL with max 0 to count nothing). Heuristic H2 of MAGIS 5.2: remat and swap candidates only
  * for memory hot-spots of m (a sched_memory_compute of g) that nodes produce (not weights or
@@ -79,7 +105,7 @@ ir_graph *rw_apply(const ir_graph *g, const rw_rewrite *r, uint32_t *touched, in
  * also for the first user when it runs two steps or more after the producer; deremat candidates for
  * every pair of mergeable nodes and deswap candidates for every user of a Store/Load pair.
  * Order: remat, swap, deremat, deswap; deterministic. */
-int rw_candidates(const ir_graph *g, const sched_memory *m, rw_rewrite *out, int max);
+int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewrite *out, int max);
 
 /* ================================================================ substitution rules
  * (rules-subst.c) Fully equivalent rewrites in the spirit of TASO (MAGIS 5, "TASO rules") for

@@ -93,7 +93,7 @@ static void check_sequences(const char *model, int steps, int seeds) {
             int *order = sched_eager_order(g);
             assert_non_null(order);
             assert_int_equal(sched_memory_compute(g, order, &mem, &d), IR_OK);
-            int n = rw_candidates(g, &mem, cand, MAX_CAND);
+            int n = rw_candidates(g, &mem, true, cand, MAX_CAND);
             n += rw_subst_candidates(g, cand + n, MAX_CAND - n);
             sched_memory_free(&mem);
             free(order);

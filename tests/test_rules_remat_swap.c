@@ -108,7 +108,7 @@ static ir_graph *check_apply(const ir_graph *g, const rw_rewrite *r, const rt_re
     for (int i = 0; i < nt; i++)
         if (!has_id(g, touched[i]) && !has_id(g2, touched[i]))
             fail_msg("%s: touched id %u is in neither graph", msg, touched[i]);
-    if (r->kind == RW_REMAT || r->kind == RW_SWAP) {
+    if (r->kind == RW_REMAT || r->kind == RW_REMAT_CHAIN || r->kind == RW_SWAP) {
         assert_true(g2->n_nodes > g->n_nodes);
         assert_true(g2->next_node_id > g->next_node_id);
     } else {
@@ -135,11 +135,16 @@ static ir_graph *check_apply(const ir_graph *g, const rw_rewrite *r, const rt_re
     for (int s = 0, prev = -1; s < g2->n_nodes; s++) {
         const ir_node *x = &g2->nodes[ins[s]];
         if (x->id >= g->next_node_id) {
-            const ir_node *next = &g2->nodes[ins[s + 1]];
+            /* a reader follows within the run of new nodes, or right after it (a chain's
+             * copies are anchored together at their last one's reader) */
             bool reads = false;
-            for (int o = 0; o < x->n_out; o++)
-                for (int k = 0; k < next->n_in; k++)
-                    reads |= x->out[o] >= 0 && next->in[k] == x->out[o];
+            for (int s2 = s + 1; s2 < g2->n_nodes && !reads; s2++) {
+                const ir_node *next = &g2->nodes[ins[s2]];
+                for (int o = 0; o < x->n_out; o++)
+                    for (int k = 0; k < next->n_in; k++)
+                        reads |= x->out[o] >= 0 && next->in[k] == x->out[o];
+                if (next->id < g->next_node_id) break;
+            }
             if (!reads) fail_msg("%s: new node '%s' is not right before a reader", msg, x->name);
             continue;
         }
@@ -195,10 +200,10 @@ static int candidates(const ir_graph *g, rw_rewrite *c) {
         m.hotspots = all;
         m.n_hotspots = g->n_values;
     }
-    int n = rw_candidates(g, &m, c, MAX_CAND);
+    int n = rw_candidates(g, &m, true, c, MAX_CAND);
     /* H2: every remat/swap candidate is a hot-spot produced by a node. */
     for (int i = 0; i < n; i++) {
-        if (c[i].kind != RW_REMAT && c[i].kind != RW_SWAP) continue;
+        if (c[i].kind != RW_REMAT && c[i].kind != RW_REMAT_CHAIN && c[i].kind != RW_SWAP) continue;
         int a = -1;
         for (int k = 0; k < g->n_nodes; k++)
             if (g->nodes[k].id == c[i].node_id) a = k;
@@ -360,6 +365,104 @@ static void test_late_readers(void **state) {
     ir_graph_free(g);
 }
 
+/* RW_REMAT_CHAIN on an attention-like graph: q = Relu(x), k = Relu(Neg(x));
+ * s = MatMul(q, kT) with kT = Transpose(k); z = Div(s, 8); y = Softmax(z); o = MatMul(y, k);
+ * then a "backward" that reads y late, g1 = Mul(y, e) with e = Exp(MatMul(o, kT)), and q and kT
+ * after it: out = Add(MatMul(g1, kT), q). For B = g1 the chain recomputes Softmax <- Div <-
+ * MatMul and stops at q and kT (read after B). A plain remat of y would hold z until B instead; the
+ * chain holds nothing new. The candidates list it; the outputs are bit-identical; a chain of one is
+ * refused. */
+static void test_remat_chain(void **state) {
+    (void)state;
+    int x, q, nk, k, kt, sv, z, y, o, oe, e, g1, h, out;
+    ir_graph *g = ir_graph_new();
+    g->opset = 17;
+    ir_shape xs = TU_SHAPE(16, 16);
+    x = ir_graph_add_value(g, "x", IR_F32, &xs);
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    float eight = 8;
+    ir_shape sc = TU_SCALAR_SHAPE;
+    int c8 = ir_graph_add_value(g, "eight", IR_F32, &sc);
+    g->values[c8].blob = ir_blob_new(sizeof eight);
+    memcpy(ir_blob_data(g->values[c8].blob), &eight, sizeof eight);
+    g->values[c8].flags |= IR_VF_CONST;
+    ir_attr perm = tu_attr_ints("perm", 2, (int64_t[]){1, 0}), ax = tu_attr_int("axis", -1);
+    tu_add_node1(g, IR_OP_Relu, "q", 1, &x, 0, NULL, &q);
+    tu_add_node1(g, IR_OP_Neg, "nk", 1, &x, 0, NULL, &nk);
+    tu_add_node1(g, IR_OP_Relu, "k", 1, &nk, 0, NULL, &k);
+    tu_add_node1(g, IR_OP_Transpose, "kt", 1, &k, 1, &perm, &kt);
+    int is = tu_add_node1(g, IR_OP_MatMul, "s", 2, (int[]){q, kt}, 0, NULL, &sv);
+    int iz = tu_add_node1(g, IR_OP_Div, "z", 2, (int[]){sv, c8}, 0, NULL, &z);
+    int iy = tu_add_node1(g, IR_OP_Softmax, "y", 1, &z, 1, &ax, &y);
+    tu_add_node1(g, IR_OP_MatMul, "o", 2, (int[]){y, k}, 0, NULL, &o);
+    tu_add_node1(g, IR_OP_MatMul, "oe", 2, (int[]){o, kt}, 0, NULL, &oe);
+    tu_add_node1(g, IR_OP_Exp, "e", 1, &oe, 0, NULL, &e);
+    int ig1 = tu_add_node1(g, IR_OP_Mul, "g1", 2, (int[]){y, e}, 0, NULL, &g1);
+    tu_add_node1(g, IR_OP_MatMul, "h", 2, (int[]){g1, kt}, 0, NULL, &h);
+    tu_add_node1(g, IR_OP_Add, "out", 2, (int[]){h, q}, 0, NULL, &out);
+    ir_graph_add_output(g, out);
+    g->values[out].flags |= IR_VF_OUTPUT;
+    ir_diag d = {{0}};
+    assert_int_equal(ir_graph_validate(g, &d), IR_OK);
+    rt_result ref;
+    run(g, NULL, &ref);
+    rw_rewrite *c = malloc(sizeof(rw_rewrite) * MAX_CAND);
+    widen = true;
+    int n = candidates(g, c);
+    widen = false;
+    rw_rewrite r = {
+        .kind = RW_REMAT_CHAIN, .node_id = g->nodes[iy].id, .user_id = g->nodes[ig1].id};
+    bool listed = false;
+    for (int i = 0; i < n; i++)
+        listed |= c[i].kind == r.kind && c[i].node_id == r.node_id && c[i].user_id == r.user_id;
+    assert_true(listed);
+    ir_graph *g2 = check_apply(g, &r, &ref, "remat chain", NULL, NULL);
+    assert_int_equal(g2->n_nodes, g->n_nodes + 3);
+    /* the copies: MatMul reading q and kT, Div reading its copy, Softmax read by g1 */
+    const ir_node *cs = NULL, *cz = NULL, *cy = NULL, *b = NULL;
+    for (int i = 0; i < g2->n_nodes; i++) {
+        const ir_node *nd = &g2->nodes[i];
+        if (nd->id == g->nodes[ig1].id) b = nd;
+        if (nd->id < g->next_node_id) continue;
+        if (nd->op == IR_OP_MatMul) cs = nd;
+        if (nd->op == IR_OP_Div) cz = nd;
+        if (nd->op == IR_OP_Softmax) cy = nd;
+    }
+    assert_true(cs && cz && cy && b);
+    assert_int_equal(cs->in[0], q);
+    assert_int_equal(cs->in[1], kt);
+    assert_int_equal(cz->in[0], cs->out[0]);
+    assert_int_equal(cy->in[0], cz->out[0]);
+    assert_int_equal(b->in[0], cy->out[0]);
+    /* the eager order of the original holds y from Softmax to g1; with the chain, y dies at o */
+    sched_memory m0, m1;
+    assert_int_equal(sched_memory_compute(g, NULL, &m0, &d), IR_OK);
+    int *ins = malloc(sizeof(int) * (size_t)g2->n_nodes), *old = sched_eager_order(g);
+    assert_int_equal(sched_insert_new(g, old, g2, ins, &d), IR_OK);
+    assert_int_equal(sched_memory_compute(g2, ins, &m1, &d), IR_OK);
+    assert_true(m1.lifetimes[y].last_step < m1.lifetimes[o].last_step);
+    sched_memory_free(&m0);
+    sched_memory_free(&m1);
+    free(ins);
+    free(old);
+    ir_graph_free(g2);
+    /* a chain of one is refused: Relu's input x is a graph input, nothing to recompute with q */
+    rw_rewrite one = {
+        .kind = RW_REMAT_CHAIN, .node_id = g->nodes[0].id, .user_id = g->nodes[g->n_nodes - 1].id};
+    ir_status st;
+    int nt;
+    uint32_t t[RW_MAX_TOUCHED];
+    assert_null(rw_apply(g, &one, t, &nt, &st, &d));
+    assert_int_equal(st, IR_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "no producer"));
+    (void)is;
+    (void)iz;
+    rt_result_free(&ref);
+    free(c);
+    ir_graph_free(g);
+}
+
 /* H2 proper: on the fixtures' own hot-spots there is nothing to rematerialize or swap. */
 static void test_h2_filters(void **state) {
     rw_rewrite *c = malloc(sizeof(rw_rewrite) * MAX_CAND);
@@ -408,8 +511,9 @@ static void test_random_sequences(void **state) {
             g = g2;
         }
         assert_true(kinds[RW_REMAT] + kinds[RW_SWAP] > 0);
-        print_message("%s: remat %d deremat %d swap %d deswap %d\n", fixtures[f], kinds[0],
-                      kinds[1], kinds[2], kinds[3]);
+        print_message("%s: remat %d remat-chain %d deremat %d swap %d deswap %d\n", fixtures[f],
+                      kinds[RW_REMAT], kinds[RW_REMAT_CHAIN], kinds[RW_DEREMAT], kinds[RW_SWAP],
+                      kinds[RW_DESWAP]);
         rt_result_free(&ref);
         ir_graph_free(g);
         ir_graph_free(g0);
@@ -422,7 +526,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_built),       cmocka_unit_test(test_late_readers),
         cmocka_unit_test(test_h2_filters),       cmocka_unit_test(test_fixture_kinds),
-        cmocka_unit_test(test_random_sequences),
+        cmocka_unit_test(test_random_sequences), cmocka_unit_test(test_remat_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

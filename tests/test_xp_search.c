@@ -74,7 +74,7 @@ static void search(const xs_options *o, xs_result *r) {
     assert_int_equal(r->best_fingerprint, ir_graph_hash(r->best));
     assert_int_equal(r->replay_mismatches, 0);
     /* never worse than the start under the mode's order */
-    assert_false(xs_better(o->mode, o->limit, r->start_peak_bytes, r->start_latency_s,
+    assert_false(xs_better(o->mode, o->limit, 0, r->start_peak_bytes, r->start_latency_s,
                            r->best_peak_bytes, r->best_latency_s, 1.0));
 }
 
@@ -202,6 +202,24 @@ static void test_fission_with_tiny_cache(void **state) {
     xs_result_free(&tiny);
 }
 
+/* BetterThan with a target (xs_options.target, --refine's rounds): under a latency limit of
+ * 1 s and a memory target of 100 bytes, of two plans within both the faster is the better
+ * (without the target, the smaller); above the target, memory still decides; the latency
+ * limit still comes first; and the relaxation applies to the third figure too. */
+static void test_better_with_target(void **state) {
+    (void)state;
+    int lat = XS_MODE_LAT;
+    assert_true(xs_better(lat, 1.0, 0, 80, 0.95, 90, 0.9, 1.0));
+    assert_false(xs_better(lat, 1.0, 100, 80, 0.95, 90, 0.9, 1.0));
+    assert_true(xs_better(lat, 1.0, 100, 90, 0.9, 80, 0.95, 1.0));
+    assert_true(xs_better(lat, 1.0, 100, 110, 0.9, 120, 0.5, 1.0));
+    assert_false(xs_better(lat, 1.0, 100, 10, 1.2, 90, 0.9, 1.0));
+    assert_true(xs_better(lat, 1.0, 100, 80, 0.95, 90, 0.9, 1.1));
+    /* in memory mode the target is a latency: within both, the smaller peak wins */
+    assert_true(xs_better(XS_MODE_MEM, 100, 1.0, 90, 0.9, 95, 0.8, 1.0));
+    assert_false(xs_better(XS_MODE_MEM, 100, 0, 90, 0.9, 95, 0.8, 1.0));
+}
+
 static void test_two_threads(void **state) {
     (void)state;
     xs_options o = opts(XS_RULE_ALL, 2, 80);
@@ -225,6 +243,7 @@ int main(void) {
         cmocka_unit_test(test_rule_families),
         cmocka_unit_test(test_fission_with_tiny_cache),
         cmocka_unit_test(test_two_threads),
+        cmocka_unit_test(test_better_with_target),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

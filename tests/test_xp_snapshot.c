@@ -293,7 +293,7 @@ static void test_resume_other_threads(void **state) {
     xs_result c;
     search(&o, &c);
     assert_int_equal(c.resumes, 1);
-    assert_false(xs_better(o.mode, o.limit, (size_t)sb->peak, sb->lat, c.best_peak_bytes,
+    assert_false(xs_better(o.mode, o.limit, 0, (size_t)sb->peak, sb->lat, c.best_peak_bytes,
                            c.best_latency_s, 1.0));
     assert_true(c.stats.total.expanded >= s1.counters.expanded);
     assert_int_equal(cap2.final.resumes, 1);
@@ -305,7 +305,7 @@ static void test_resume_other_threads(void **state) {
     xs_result e;
     search(&o, &e);
     assert_int_equal(e.resumes, 2);
-    assert_false(xs_better(o.mode, o.limit, c.best_peak_bytes, c.best_latency_s, e.best_peak_bytes,
+    assert_false(xs_better(o.mode, o.limit, 0, c.best_peak_bytes, c.best_latency_s, e.best_peak_bytes,
                            e.best_latency_s, 1.0));
     /* xs_replay of the resumed best's chain from the start rebuilds it */
     xs_replayed rp;
