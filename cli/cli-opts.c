@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,8 +57,8 @@ static const opt_def defs[] = {
      "keep at most N states waiting to be expanded, evicting the worst (default: 100000)"},
     {CLI_OPT_BUDGET, "threads", 0, "N", "search threads (default: the CPUs available)"},
     {CLI_OPT_SEARCH, "rules", 0, "LIST",
-     "rule families, comma-separated: fission, remat, swap, reorder, subst, pet (default: all"
-     " but pet)"},
+     "rule families, comma-separated: fission, remat, swap, reorder, subst, pet, remat-chain"
+     " (default: fission to subst)"},
     {CLI_OPT_SEARCH, "pet", 0, NULL,
      "search with PET's partially equivalent mutants (verified, corrected) too; alone (no"
      " limit) it minimizes latency with no memory bound (pet and subst); inference graphs only"},
@@ -74,6 +75,9 @@ static const opt_def defs[] = {
     {CLI_OPT_MODEL, "model", 0, "PATH",
      "the model, when it is no longer at the path the checkpoint recorded (its content must be"
      " the same)"},
+    {CLI_OPT_ATOL, "atol", 0, "X",
+     "an output also agrees when the root mean square of its difference is at most X, for"
+     " outputs that are zero but for rounding (default: 0, the relative error alone)"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -283,6 +287,16 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --model: empty file name", cmd->name);
         o->model = val;
         return CLI_EXIT_OK;
+    case CLI_OPT_ATOL: {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (!*val || *end || errno || !isfinite(v) || v < 0)
+            return cli_fail(CLI_EXIT_USAGE, "%s: --atol '%s': expected a non-negative number",
+                            cmd->name, val);
+        o->atol = v;
+        return CLI_EXIT_OK;
+    }
     case CLI_OPT_SEARCH:
     case CLI_OPT_BUDGET: {
         if (!strcmp(od->lng, "quiet")) {

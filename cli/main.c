@@ -130,10 +130,12 @@ static const cli_cmd cmds[] = {
         .details = "Runs both on the CPU executor with the same inputs (-i files bound by name;\n"
                    "unbound inputs and weights without values are drawn from --seed and the\n"
                    "tensor's name) and reports each output's relative error and both measured\n"
-                   "peaks. Exit 0 when every output agrees within 1e-4, 3 otherwise. With --train\n"
-                   "the original is built as a training graph; the optimized file already is one.",
+                   "peaks. Exit 0 when every output agrees within 1e-4 (or, with --atol X, when\n"
+                   "the root mean square of its difference is at most X), 3 otherwise. With\n"
+                   "--train the original is built as a training graph; the optimized file\n"
+                   "already is one.",
         .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_JSON |
-                CLI_OPT_TRAIN,
+                CLI_OPT_TRAIN | CLI_OPT_ATOL,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_verify,

@@ -483,6 +483,27 @@ static void test_verify_mismatch_exits_3(void **state) {
     tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX "densenet_small/model.onnx --json");
     assert_int_equal(p->rc, 3);
     assert_non_null(strstr(p->out, "\"match\":false"));
+    assert_non_null(strstr(p->out, "\"agrees\":false"));
+    /* --atol excuses a difference whose root mean square is at most X (0.62 here), and only
+     * that: below it the models still differ; a negative or non-numeric X is a usage error */
+    tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX
+                 "densenet_small/model.onnx --atol 0.5 --json");
+    assert_int_equal(p->rc, 3);
+    tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX
+                 "densenet_small/model.onnx --atol 1 --json");
+    assert_int_equal(p->rc, 0);
+    assert_non_null(strstr(p->out, "\"agrees\":true"));
+    assert_non_null(strstr(p->out, "\"atol\":1"));
+    const char *bad[] = {"-1", "x", "inf"};
+    for (int i = 0; i < 3; i++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "verify " FIX "resnet_small/model.onnx " FIX "resnet_small/model.onnx --atol %s",
+                 bad[i]);
+        tu_magpie(p, args);
+        assert_int_equal(p->rc, 2);
+        assert_non_null(strstr(p->err, "--atol"));
+    }
     free(p);
 }
 

@@ -308,6 +308,17 @@ static void test_hand_built(void **state) {
     ir_graph_free(g);
 }
 
+/* rw_apply refuses r on g as not applicable, with a message containing why. */
+static void expect_refused(const ir_graph *g, const rw_rewrite *r, const char *why) {
+    ir_diag d = {{0}};
+    ir_status st;
+    int nt;
+    uint32_t t[RW_MAX_TOUCHED];
+    assert_null(rw_apply(g, r, t, &nt, &st, &d));
+    assert_int_equal(st, IR_ERR_INVALID);
+    if (!strstr(d.msg, why)) fail_msg("refused with '%s', expected '%s'", d.msg, why);
+}
+
 /* The readers a remat or swap serves (rules.h): B and every reader of v that is not an ancestor
  * of B. x -> Relu -> a; f = Neg(a); b = Mul(a, Sigmoid(f)) reads a after f (f is an ancestor of
  * b); c = Exp(a) is independent of both; y = Add(b, c). For B = b: f keeps a, b and c read the
@@ -340,13 +351,7 @@ static void test_late_readers(void **state) {
                             .node_id = relu,
                             .user_id = g->nodes[which ? c : b].id};
             if (kind == 0 && which == 1) {
-                ir_diag d = {{0}};
-                ir_status st;
-                int nt;
-                uint32_t t[RW_MAX_TOUCHED];
-                assert_null(rw_apply(g, &r, t, &nt, &st, &d));
-                assert_int_equal(st, IR_ERR_INVALID);
-                assert_non_null(strstr(d.msg, "every reader"));
+                expect_refused(g, &r, "every reader");
                 continue;
             }
             ir_graph *g2 = check_apply(g, &r, &ref, "late readers", NULL, NULL);
@@ -417,6 +422,21 @@ static void test_remat_chain(void **state) {
     for (int i = 0; i < n; i++)
         listed |= c[i].kind == r.kind && c[i].node_id == r.node_id && c[i].user_id == r.user_id;
     assert_true(listed);
+    /* what each recompute reads (the explorer weighs them against the bytes freed): the plain
+     * remat of y reads z, which nothing else holds past y; the chain reads q, kT and the
+     * constant */
+    int reads[8];
+    rw_rewrite plain = r;
+    plain.kind = RW_REMAT;
+    assert_int_equal(rw_remat_reads(g, &plain, reads, 8), 1);
+    assert_int_equal(reads[0], z);
+    assert_int_equal(rw_remat_reads(g, &r, reads, 8), 3);
+    assert_int_equal(reads[0], q);
+    assert_int_equal(reads[1], kt);
+    assert_int_equal(reads[2], c8);
+    rw_rewrite swap = r;
+    swap.kind = RW_SWAP;
+    assert_int_equal(rw_remat_reads(g, &swap, reads, 8), -1);
     ir_graph *g2 = check_apply(g, &r, &ref, "remat chain", NULL, NULL);
     assert_int_equal(g2->n_nodes, g->n_nodes + 3);
     /* the copies: MatMul reading q and kT, Div reading its copy, Softmax read by g1 */
@@ -450,12 +470,7 @@ static void test_remat_chain(void **state) {
     /* a chain of one is refused: Relu's input x is a graph input, nothing to recompute with q */
     rw_rewrite one = {
         .kind = RW_REMAT_CHAIN, .node_id = g->nodes[0].id, .user_id = g->nodes[g->n_nodes - 1].id};
-    ir_status st;
-    int nt;
-    uint32_t t[RW_MAX_TOUCHED];
-    assert_null(rw_apply(g, &one, t, &nt, &st, &d));
-    assert_int_equal(st, IR_ERR_INVALID);
-    assert_non_null(strstr(d.msg, "no producer"));
+    expect_refused(g, &one, "no producer");
     (void)is;
     (void)iz;
     rt_result_free(&ref);
