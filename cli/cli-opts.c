@@ -64,9 +64,8 @@ static const opt_def defs[] = {
      " limit) it minimizes latency with no memory bound (pet and subst); inference graphs only"},
     {CLI_OPT_SEARCH, "delta", 0, "D", "relaxed acceptance factor of the search (default: 1.1)"},
     {CLI_OPT_SEARCH, "refine", 0, NULL,
-     "with --mem-limit: after a quarter of the budget, latency-bounded searches look for a faster "
-     "plan"
-     " within the limit (not MAGIS's Algorithm 3 alone; no --checkpoint)"},
+     "with --mem-limit: after a quarter of the budget, latency-bounded searches look for a"
+     " faster plan within the limit (not MAGIS's Algorithm 3 alone; no --checkpoint)"},
     {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_CHECKPOINT, "checkpoint", 0, "FILE",
      "write the search's state to FILE periodically, on SIGUSR1, and when it ends (also on"

@@ -102,17 +102,14 @@ typedef struct xs_eval {
     uint64_t fp;
 } xs_eval;
 
-/* The pool's key of a state under the mode (xs_better's order: the limited figure first). */
+/* The key of (peak, lat) under mode (xs_better's order: the limited figure first). */
+static inline xp_key xs_mode_key(int mode, size_t peak, double lat) {
+    return mode == XS_MODE_LAT ? (xp_key){{lat, (double)peak}} : (xp_key){{(double)peak, lat}};
+}
+
+/* The pool's key of a state under the search's mode. */
 static inline xp_key xs_key(const xs_ctx *c, size_t peak, double lat) {
-    xp_key k;
-    if (c->o->mode == XS_MODE_LAT) {
-        k.k[0] = lat;
-        k.k[1] = (double)peak;
-    } else {
-        k.k[0] = (double)peak;
-        k.k[1] = lat;
-    }
-    return k;
+    return xs_mode_key(c->o->mode, peak, lat);
 }
 
 /* xp-state.c */

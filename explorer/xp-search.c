@@ -34,11 +34,7 @@ static bool key_better(double limit, double target, const xp_key *a, const xp_ke
 
 bool xs_better(int mode, double limit, double target, size_t a_mem, double a_lat, size_t b_mem,
                double b_lat, double delta) {
-    xp_key a = {{a_lat, (double)a_mem}}, b = {{b_lat, (double)b_mem}};
-    if (mode != XS_MODE_LAT) {
-        a = (xp_key){{(double)a_mem, a_lat}};
-        b = (xp_key){{(double)b_mem, b_lat}};
-    }
+    xp_key a = xs_mode_key(mode, a_mem, a_lat), b = xs_mode_key(mode, b_mem, b_lat);
     return key_better(limit, target, &a, &b, delta);
 }
 

@@ -272,6 +272,16 @@ static int remat_chain(const ir_graph *g, int ia, const unsigned char *anc, int 
     return n;
 }
 
+/* The chain (remat_chain) of A = node ia for B = node ib, into chain; its length, -1 when out of
+ * memory. For the callers that need B's ancestors for nothing else. */
+static int remat_chain_for(const ir_graph *g, int ia, int ib, int *chain) {
+    unsigned char *anc = ancestors_of(g, ib);
+    if (!anc) return -1;
+    int n = remat_chain(g, ia, anc, chain);
+    free(anc);
+    return n;
+}
+
 /* Adds a copy of node i whose inputs read remap[x] where that is set (>= 0) and whose outputs are
  * fresh values, recorded in remap; returns the copy's id through *id. */
 static ir_status add_copy(ir_graph *g, int i, int *remap, uint32_t *id, ir_diag *d) {
@@ -467,12 +477,7 @@ int rw_remat_reads(const ir_graph *g, const rw_rewrite *r, int *vals, int max) {
     if (ia < 0 || ib < 0) return -1;
     int chain[RW_REMAT_CHAIN_MAX], n_chain = 1, n = 0;
     chain[0] = ia;
-    if (r->kind == RW_REMAT_CHAIN) {
-        unsigned char *anc = ancestors_of(g, ib);
-        if (!anc) return -1;
-        n_chain = remat_chain(g, ia, anc, chain);
-        free(anc);
-    }
+    if (r->kind == RW_REMAT_CHAIN && (n_chain = remat_chain_for(g, ia, ib, chain)) < 0) return -1;
     for (int c = 0; c < n_chain; c++) {
         const ir_node *x = &g->nodes[chain[c]];
         for (int k = 0; k < x->n_in; k++) {
@@ -588,12 +593,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
                 if (pass == 1 || !chains ||
                     !chain_may_grow(g, m, a, sched_node_step(g, m, users[u])))
                     continue;
-                unsigned char *anc = ancestors_of(g, users[u]);
                 int chain[RW_REMAT_CHAIN_MAX];
-                bool grows = anc && remat_chain(g, p, anc, chain) > 1;
-                free(anc);
                 r.kind = RW_REMAT_CHAIN;
-                if (grows && !push(out, max, &cnt, r)) goto out;
+                if (remat_chain_for(g, p, users[u], chain) > 1 && !push(out, max, &cnt, r))
+                    goto out;
             }
         }
     /* Deremat: every mergeable pair, the later one (by index) merged into the earlier. */
