@@ -4,6 +4,7 @@
 #define MAGPIE_IR_IMPL_H
 
 #include "ir.h"
+#include "ir-geom.h"
 
 #include <math.h>
 #include <string.h>
@@ -153,16 +154,6 @@ void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v);
 /* Geometry and helpers of forward kernels that their backward kernels (ops-grad-*.c) reuse, so
  * that both sides agree on windows, pads and coordinates by construction. */
 
-/* Conv / ConvTranspose geometry (ops-conv.c), padded to 3 spatial dims, right-aligned. */
-typedef struct ir_conv_geom {
-    int S;                  /* spatial rank, 1..3 */
-    int64_t N, C, M, group; /* batch, input channels, output channels, groups */
-    bool bias;
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-} ir_conv_geom;
-/* Reads X, W (and B) of node n and its attributes (auto_pad resolved into pb/pe). */
-ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_conv_geom *cg,
-                        ir_diag *d);
 /* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels:
  * col holds Cg * prod3(k) * prod3(out) floats. */
 void ir_conv_im2col(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg);
@@ -188,22 +179,6 @@ static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, in
             ((double *)(p))[i] = (v);                                                              \
     } while (0)
 
-/* Slice (ops-layout.c): resolves starts/ends/axes/steps (counts ns, ne, na (-2: absent), nt
- * (-2: absent)) against the input shape into a first index and a step per dim, and the output
- * shape. */
-ir_status ir_slice_resolve(const ir_node *n, const ir_shape *in, const int64_t *starts, int ns,
-                           const int64_t *ends, int ne, const int64_t *axes, int na,
-                           const int64_t *steps, int nt, int64_t *first, int64_t *step,
-                           ir_shape *out, ir_diag *d);
-
-/* Pooling geometry (ops-pool.c), padded to 3 spatial dims like ir_conv_geom. */
-typedef struct ir_pool_geom {
-    int S;
-    int64_t NC; /* planes */
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-} ir_pool_geom;
-/* Window geometry of pooling node n over an input of shape xs (rank 3..5, not checked here). */
-ir_status ir_pool_parse(const ir_node *n, const ir_shape *xs, ir_pool_geom *pg, ir_diag *d);
 /* The kernel taps [*kl, *kh) of a window starting at `start` that land inside [0, in). */
 static inline void ir_pool_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *kl,
                                 int64_t *kh) {

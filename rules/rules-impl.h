@@ -39,13 +39,6 @@ bool rw_set_attr_int(ir_graph *g, ir_node *n, const char *name, int64_t v);
 /* Removes the attribute `name` from n when present (its tensor blob, if any, is released). */
 void rw_drop_attr(ir_node *n, const char *name);
 
-/* Adds a 1-D int64 constant of n entries named `name` (copied); its value id, -1 when out of
- * memory. */
-int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals);
-/* Adds a constant value named `name` (copied) holding blob b, which it takes over (released on
- * failure; b NULL fails); its value id, -1 when out of memory. */
-int rw_add_const_blob(ir_graph *g, const char *name, ir_dtype t, const ir_shape *s, ir_blob *b);
-
 /* The end of every rewrite: re-sorts g topologically (stable), re-infers every node in debug
  * builds (MAGPIE_DEBUG) and fails if any output changed, then validates. */
 ir_status rw_finish_graph(ir_graph *g, ir_diag *d);

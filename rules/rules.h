@@ -322,4 +322,15 @@ bool rw_ftree_mutate(const rw_ftree *t, const int *config, const rw_rewrite *r, 
  * the tree); returns their count (at most t->n). */
 int rw_ftree_enabled(const rw_ftree *t, const int *config, rw_fission *out);
 
+/* ---------------------------------------------------------------- graph-building helpers */
+
+/* Shared by the rewrites here and by PET's mutant generator (rules/pet/), which builds graphs
+ * the same way. */
+/* Adds a 1-D int64 constant of n entries named `name` (copied); its value id, -1 when out of
+ * memory. */
+int rw_add_const_i64(ir_graph *g, const char *name, int n, const int64_t *vals);
+/* Adds a constant value named `name` (copied) holding blob b, which it takes over (released on
+ * failure; b NULL fails); its value id, -1 when out of memory. */
+int rw_add_const_blob(ir_graph *g, const char *name, ir_dtype t, const ir_shape *s, ir_blob *b);
+
 #endif

@@ -1,4 +1,4 @@
-/* test_pet_apply.c - pet_apply (rules/pet-apply.c) on a real model: ResNet (the bundled
+/* test_pet_apply.c - pet_apply (rules/pet/pet-apply.c) on a real model: ResNet (the bundled
  * resnet_small fixture) split into its multilinear sub-programs (pet_split_graph). Candidates are
  * built by hand for one sub-program:
  *  - the sub-program itself, re-extracted (the trivial replacement);

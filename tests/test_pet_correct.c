@@ -1,4 +1,4 @@
-/* test_pet_correct.c - PET's corrections (rules/pet-correct.c, pet-region*.c, pet-fuse.c,
+/* test_pet_correct.c - PET's corrections (rules/pet/pet-correct.c, pet-region*.c, pet-fuse.c,
  * pet-post.c): for a mutant with failed cells, pet_correct builds the original program on each
  * failed box and patches it over the mutant's output. Every corrected replacement is checked two
  * ways: the verifier finds it equivalent to the original on every cell (through the PetPatch

@@ -1,4 +1,4 @@
-/* test_pet_find.c - PET's candidates of a whole model (rules/pet-find.c, pet-opt.h
+/* test_pet_find.c - PET's candidates of a whole model (rules/pet/pet-find.c, pet-opt.h
  * pet_find_candidates) and their application (pet_apply), on a hand-built graph where a known
  * mutant class applies: blocks of two parallel 3x3 convolutions reading one activation (an
  * Inception-style branch pair), which PET merges into one convolution on concatenated weights

@@ -1,5 +1,5 @@
-/* test_pet_gen.c - PET's program splitting (rules/pet-split.c) and mutation generator
- * (rules/pet-gen*.c).
+/* test_pet_gen.c - PET's program splitting (rules/pet/pet-split.c) and mutation generator
+ * (rules/pet/pet-gen*.c).
  *
  *  - Splitting, on real models (resnet_small, inception_small, fcn_small, a transformer encoder,
  *    and the full-size Inception v3): sub-programs are disjoint, hold only multilinear ops, read

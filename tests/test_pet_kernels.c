@@ -1,6 +1,6 @@
-/* test_pet_kernels.c - PET's Z_p arithmetic (rules/pet-field.c) and the finite-field kernels of
- * every op a PET program may hold (rules/pet-compile.c, rules/pet-kernels.c, evaluated by
- * rules/pet-cpu.c).
+/* test_pet_kernels.c - PET's Z_p arithmetic (rules/pet/pet-field.c) and the finite-field kernels of
+ * every op a PET program may hold (rules/pet/pet-compile.c, rules/pet/pet-kernels.c, evaluated by
+ * rules/pet/pet-cpu.c).
  *
  * Each op runs on small random integers (or multiples of the divisors, for the means) through
  * ir's float kernel, whose result is then exact, and through PET in Z_p on the same integers: the

@@ -1,5 +1,5 @@
-/* test_pet_verify.c - PET's box propagation (rules/pet-box.c) and randomized box tests
- * (rules/pet-verify.c, rules/pet-cpu.c), on the paper's examples and on planted mutants.
+/* test_pet_verify.c - PET's box propagation (rules/pet/pet-box.c) and randomized box tests
+ * (rules/pet/pet-verify.c, rules/pet/pet-cpu.c), on the paper's examples and on planted mutants.
  *
  *  - Boxes: the 3x3 zero-padded conv of figure 4 has exactly its 9 boxes; concat, split, slice
  *    (both step signs), transpose, pad, reshape (merge and split), strided convs and matmul move

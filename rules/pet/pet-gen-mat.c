@@ -4,7 +4,7 @@
  * biases as a Concat of them), integer parameters as constants, the chosen tensors as the
  * outputs under the original's names. Every node is shape-inferred as it is added. */
 #include "pet-gen-impl.h"
-#include "rules-impl.h"
+#include "rules.h"
 
 #include <stdio.h>
 

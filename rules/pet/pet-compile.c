@@ -15,7 +15,7 @@
  * means); Identity aliases its input's value instead of copying it. */
 #include "pet-impl.h"
 
-#include "ir-impl.h" /* ir_conv_parse: one definition of a convolution's geometry */
+#include "ir-geom.h" /* one definition of conv, pool and slice geometry */
 
 #include <stdio.h>
 
