@@ -421,6 +421,19 @@ bool ir_can_fold_weights_node(const ir_graph *g, int idx);
 /* Removes nodes none of whose outputs reach a graph output, and unused constants. */
 void ir_graph_prune(ir_graph *g);
 
+/* ---------------------------------------------------------------- float64 reference */
+
+/* A new graph equal to g except that it computes in float64 (ir-promote.c): every float value
+ * (float32, float16, bfloat16) becomes float64, graph inputs, constants (data converted),
+ * intermediates and outputs, and so do the attributes that make an op produce a float dtype
+ * (Cast's to, LayerNormalization's stash_type, FissionBuffer's dtype, Constant's and
+ * ConstantOfShape's value). Integers and bools stay. Node ids, names and order are g's, so values
+ * and nodes correspond one to one by index. Shape inference is re-run: a node whose output would
+ * stay narrower than float64 is IR_ERR_UNSUPPORTED naming it. Data bound to the inputs at run
+ * time must then be float64. NULL on failure with *st (may be NULL) and d set, like
+ * ir_onnx_load. */
+ir_graph *ir_graph_to_f64(const ir_graph *g, ir_status *st, ir_diag *d);
+
 /* ---------------------------------------------------------------- training graphs */
 
 typedef enum ir_loss_kind {

@@ -237,8 +237,9 @@ static ir_status lng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (st || (st = lng_split(&x->shape, n, &rows, &inner, &axis, d))) return st;
     if (ir_shape_numel(&sc->shape) != inner && (st = need_numel(g, n, 2, 1, d))) return st;
     if ((st = need_numel(g, n, 3, rows, d)) || (st = need_numel(g, n, 4, rows, d))) return st;
-    if (ir_node_in(g, n, 3)->dtype != IR_F32 || ir_node_in(g, n, 4)->dtype != IR_F32)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "Mean and InvStdDev must be float32");
+    if (ir_node_in(g, n, 3)->dtype != x->dtype || ir_node_in(g, n, 4)->dtype != x->dtype)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "Mean and InvStdDev must be %s like X",
+                            ir_dtype_name(x->dtype));
     ir_shape ns = {.rank = x->shape.rank - axis};
     for (int i = axis; i < x->shape.rank; i++) ns.dims[i - axis] = x->shape.dims[i];
     ir_set_out(g, n, 0, x->dtype, &x->shape);

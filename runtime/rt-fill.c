@@ -4,7 +4,8 @@
  * Each element is drawn from a counter-based generator keyed by (seed, name, index), never from a
  * running stream, so a tensor's values do not depend on which other tensors were filled before
  * it, on the order of filling or on the thread that fills it: two graphs that share a weight's
- * name and the seed get the same weight. */
+ * name and the seed get the same weight. Float64 weights get the float32 values exactly, so the
+ * float64 copy of a graph (ir_graph_to_f64) computes on the same weights as the original. */
 #include "rt-impl.h"
 
 #include <math.h>
@@ -50,6 +51,8 @@ void rt_fill_seeded(const ir_value *v, uint64_t seed, void *data) {
         double val = lo + (hi - lo) * u;
         if (v->dtype == IR_F32)
             ((float *)data)[i] = (float)val;
+        else if (v->dtype == IR_F64) /* the float32 value: a float64 twin shares the weights */
+            ((double *)data)[i] = (double)(float)val;
         else
             ir_store_f64(data, v->dtype, i, val);
     }

@@ -64,7 +64,8 @@ void rt_result_free(rt_result *r); /* NULL-safe, idempotent */
 
 /* Deterministic values for a weight without values: uniform in +-1/sqrt(fan_in) (fan_in = the
  * product of all dims but the first, 1 for rank <= 1), or uniform in [0.5, 1.5] for names ending
- * in "running_var"; drawn from (seed, name, index) so graphs sharing names share weights. Also
+ * in "running_var"; drawn from (seed, name, index) so graphs sharing names share weights (a
+ * float64 weight gets the float32 value, so a graph's ir_graph_to_f64 copy shares them too). Also
  * used for random data inputs (uniform in [-1, 1)) with fan_in forced to 1. */
 void rt_fill_seeded(const ir_value *v, uint64_t seed, void *data);
 
