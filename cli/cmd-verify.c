@@ -181,7 +181,8 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
             fprintf(stderr, "magpie: verify: outputs differ (output '%s': %s)\n",
                     out_names[worst_i], c->why);
         else
-            fprintf(stderr, "magpie: verify: outputs differ (output '%s': error %.3g, bound %.3g)\n",
+            fprintf(stderr,
+                    "magpie: verify: outputs differ (output '%s': error %.3g, bound %.3g)\n",
                     out_names[worst_i], c->err_opt, c->bound);
     }
     code = ok ? CLI_EXIT_OK : CLI_EXIT_LIMIT;

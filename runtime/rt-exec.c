@@ -195,6 +195,9 @@ static void compute_lifetimes(exec *x) {
 static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t *resident) {
     const ir_graph *g = x->g;
     const rt_options *o = x->o;
+    bool any_data = false;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->values[g->inputs[i]].flags & IR_VF_DATA) any_data = true;
     *resident = 0;
     for (int id = 0; id < g->n_values; id++) {
         const ir_value *v = &g->values[id];
@@ -236,7 +239,8 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
                 if (in[i].value == id && bytes) memcpy(p, in[i].data, bytes);
             continue;
         }
-        bool data = rt_is_data_input(g, id);
+        /* DESIGN.md: data inputs are the flagged ones, by default the first graph input. */
+        bool data = any_data ? (v->flags & IR_VF_DATA) : (g->n_inputs > 0 && g->inputs[0] == id);
         if (data && !o->fill_missing_data)
             return ir_diag_set(x->d, IR_ERR_INVALID, "missing data input '%s'", v->name);
         ir_value tmp = *v;

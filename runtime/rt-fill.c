@@ -16,14 +16,6 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-bool rt_is_data_input(const ir_graph *g, int id) {
-    bool any_data = false;
-    for (int i = 0; i < g->n_inputs; i++)
-        if (g->values[g->inputs[i]].flags & IR_VF_DATA) any_data = true;
-    if (any_data) return (g->values[id].flags & IR_VF_DATA) != 0;
-    return g->n_inputs > 0 && g->inputs[0] == id;
-}
-
 void rt_fill_seeded(const ir_value *v, uint64_t seed, void *data) {
     int64_t n = ir_shape_numel(&v->shape);
     size_t bytes = (size_t)n * ir_dtype_size(v->dtype);

@@ -25,8 +25,4 @@ void rt_alloc_put(rt_alloc *a, void *p);
 /* Counts bytes that live outside the allocator (constants in their blobs) for the whole run. */
 void rt_alloc_external(rt_alloc *a, size_t bytes);
 
-/* DESIGN.md: data inputs are the graph inputs flagged IR_VF_DATA; when none is, the first graph
- * input. Every other graph input is a weight. */
-bool rt_is_data_input(const ir_graph *g, int id);
-
 #endif

@@ -1,19 +1,11 @@
 /* rt-reference.c - rt_run_reference (rt-check.h): the original graph run in float32 and, on the
- * same inputs, in float64. Inputs the caller does not bind are drawn here in the graph's own
- * dtype, as rt_run would draw them, and widened: a float64 draw would give other values (not
- * rounded to float), and the two runs would then differ by their inputs, not only by their
- * arithmetic. */
+ * same inputs, in float64. The bindings are widened here; inputs left unbound are drawn by rt_run
+ * in both runs, and rt_fill_seeded gives a float64 value the float32 one, so the two runs differ
+ * only in their arithmetic. */
 #include "rt-check.h"
-#include "rt-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static const rt_binding *binding_of(const rt_binding *in, int n, int id) {
-    for (int i = n - 1; i >= 0; i--) /* the last binding of a value wins, as in rt_run */
-        if (in[i].value == id) return &in[i];
-    return NULL;
-}
 
 /* A copy of src's data (dtype st, n elements) as dtype dt, malloc'd; NULL on out of memory. */
 static void *convert(const void *src, ir_dtype st, ir_dtype dt, int64_t n) {
@@ -40,41 +32,26 @@ ir_status rt_run_reference(const ir_graph *g, const rt_binding *in, int n_in, co
     rt_options o64 = o ? *o : (rt_options){0};
     o64.order = NULL; /* the copy's own node order: values do not depend on the order */
     o64.n_order = 0;
-    /* every graph input, and every bound constant (at most one binding per value) */
-    int cap = g->n_values, nb = 0;
-    rt_binding *b = calloc((size_t)(cap ? cap : 1), sizeof *b);
-    void **owned = calloc((size_t)(cap ? cap : 1), sizeof *owned);
-    void *draw = NULL;
+    rt_binding *b = calloc((size_t)n_in + 1, sizeof *b);
+    void **owned = calloc((size_t)n_in + 1, sizeof *owned);
+    int nb = 0;
     st = b && owned ? IR_OK : ir_diag_set(d, IR_ERR_NOMEM, "out of memory for the float64 inputs");
-    for (int id = 0; st == IR_OK && id < g->n_values; id++) {
-        const ir_value *v = &g->values[id];
-        const rt_binding *given = binding_of(in, n_in, id);
-        if (!given && !(v->flags & IR_VF_INPUT)) continue;
-        int id64 = id; /* ir_graph_to_f64 keeps value ids */
-        const ir_value *v64 = &g64->values[id64];
-        const void *src = given ? given->data : NULL;
-        if (!src) {
-            free(draw);
-            draw = malloc(ir_value_bytes(v) ? ir_value_bytes(v) : 1);
-            if (!draw) {
-                st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory for input '%s'", v->name);
-                break;
-            }
-            ir_value tmp = *v;
-            if (rt_is_data_input(g, id)) tmp.flags |= IR_VF_DATA;
-            rt_fill_seeded(&tmp, o64.seed, draw);
-            src = draw;
+    for (; st == IR_OK && nb < n_in; nb++) {
+        /* ir_graph_to_f64 keeps value ids; a bad id is rt_run's to report, as in the f32 run */
+        int id = in[nb].value;
+        if (id < 0 || id >= g64->n_values) {
+            b[nb] = in[nb];
+            continue;
         }
-        owned[nb] = convert(src, v->dtype, v64->dtype, ir_shape_numel(&v->shape));
+        const ir_value *v64 = &g64->values[id];
+        owned[nb] = convert(in[nb].data, in[nb].dtype, v64->dtype, ir_shape_numel(&in[nb].shape));
         if (!owned[nb]) {
-            st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory for input '%s'", v->name);
+            st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory for input '%s'", v64->name);
             break;
         }
         b[nb] = (rt_binding){
-            .value = id64, .dtype = v64->dtype, .shape = v64->shape, .data = owned[nb]};
-        nb++;
+            .value = id, .dtype = v64->dtype, .shape = in[nb].shape, .data = owned[nb]};
     }
-    free(draw);
     if (st == IR_OK) st = rt_run(g64, b, nb, &o64, r64, d);
     for (int i = 0; i < nb; i++) free(owned[i]);
     free(owned);

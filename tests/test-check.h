@@ -64,7 +64,7 @@ static inline bool tu_check(const tu_ref *ref, const ir_graph *gr, const rt_resu
     if (worst) {
         *worst = 0;
         for (int i = 0; i < n; i++)
-            *worst = fmax(*worst, res[i].why       ? INFINITY
+            *worst = fmax(*worst, res[i].why     ? INFINITY
                                   : res[i].exact ? 0
                                                  : res[i].err_opt / fmax(res[i].bound, 1e-300));
     }
@@ -82,8 +82,7 @@ static inline double tu_expect_close(const tu_ref *ref, const ir_graph *gr, cons
         const rt_out_check *c = &res[i];
         if (c->pass) continue;
         const char *name = tu_output_name(ref->g, i);
-        if (c->why)
-            fail_msg("%s: output %d '%s': %s", what, i, name ? name : "?", c->why);
+        if (c->why) fail_msg("%s: output %d '%s': %s", what, i, name ? name : "?", c->why);
         fail_msg("%s: output %d '%s' (%s): error %.3g against float64, the original's float32 "
                  "error %.3g, bound %.3g (norm %.3g, scale %.3g)",
                  what, i, name ? name : "?", rt_output_kind_name(c->kind), c->err_opt, c->err_orig,

@@ -258,8 +258,8 @@ static void test_wrong_plan_fails(void **state) {
     assert_non_null(strstr(pr->out, "\"original_error\":"));
     snprintf(args, sizeof args, "verify %s %s --train", model, bad_path);
     tu_magpie(pr, args);
-    if (pr->rc != 3) fail_msg("verify of the perturbed export: exit %d: %s %s", pr->rc, pr->out,
-                              pr->err);
+    if (pr->rc != 3)
+        fail_msg("verify of the perturbed export: exit %d: %s %s", pr->rc, pr->out, pr->err);
     assert_non_null(strstr(pr->out, "MISMATCH"));
     assert_non_null(strstr(pr->err, "outputs differ"));
     free(pr);

@@ -262,8 +262,8 @@ static void check_structure(const ir_graph *g, const ir_graph *one, const rw_fis
 }
 
 /* One order of the one-copy graph: materialize, execute, compare outputs, peak and latency. */
-static void check_order(const ir_graph *one, const int *order, const tu_ref *ref,
-                        const char *what, size_t *peak_out) {
+static void check_order(const ir_graph *one, const int *order, const tu_ref *ref, const char *what,
+                        size_t *peak_out) {
     ir_diag d = {{0}};
     sched_memory m;
     if (sched_memory_compute(one, order, &m, &d) != IR_OK) fail_msg("%s: memory: %s", what, d.msg);
@@ -913,9 +913,9 @@ static void test_replicas(void **state) {
         if (variant == 0) {
             assert_int_equal(pos_t + 1, pos_a);
             assert_int_equal(m1.peak_bytes + 16 * 4 * sizeof(float), m0.peak_bytes);
-            rt_result ref = {0};
+            tu_ref ref = {0};
             size_t peak;
-            run(g, NULL, &ref, what[variant]);
+            run_reference(g, &ref, what[variant]);
             check_order(one, sunk, &ref, "replica t, sunk", &peak);
             tu_ref_free(&ref);
         } else {

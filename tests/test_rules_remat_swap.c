@@ -1,9 +1,10 @@
 /* test_rules_remat_swap.c - the schedule-based rules (rules/rules-sched.c, MAGIS 5.2): on a
  * hand-built graph and numeric fixtures, every rewrite kind keeps the outputs when executed (as
- * accurate as the original's float32 run against its float64 run, test-check.h), leaves the original graph untouched, reports touched ids that sched_incremental turns
- * into a valid order; a swap's measured device peak equals sched_memory_compute's, with host
- * bytes in use; remat then deremat and swap then deswap give back the node count and outputs;
- * and seeded random sequences of 20 rewrites keep the outputs (the property test). */
+ * accurate as the original's float32 run against its float64 run, test-check.h), leaves the
+ * original graph untouched, reports touched ids that sched_incremental turns into a valid order; a
+ * swap's measured device peak equals sched_memory_compute's, with host bytes in use; remat then
+ * deremat and swap then deswap give back the node count and outputs; and seeded random sequences of
+ * 20 rewrites keep the outputs (the property test). */
 #include "test-check.h"
 
 #include "rt.h"

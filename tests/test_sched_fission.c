@@ -411,7 +411,6 @@ static void test_wgrad_fission(void **state) {
                           {.value = dy, .dtype = IR_F32, .shape = TU_SHAPE(8, 12), .data = dyd}};
         rt_result rm;
         tu_ref ro;
-        ir_diag d = {{0}};
         run_reference(orig, b, 2, &ro);
         run_checked(mat, NULL, b, 2, &rm);
         tu_expect_close(&ro, NULL, &rm, "weight gradient, materialized"); /* another sum order */
