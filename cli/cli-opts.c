@@ -79,7 +79,8 @@ static const opt_def defs[] = {
      "an output passes when its error against the float64 run is at most X times its norm"
      " (floored at 1e-6 of the largest output of its kind; default: 1e-4)"},
     {CLI_OPT_CHECK, "k", 0, "X",
-     "... or at most X times the original's own float32 error (default: 10; 0: rtol alone)"},
+     "an output also passes when its error is at most X times the original's own float32"
+     " error against the float64 run (default: 10; 0: --rtol alone)"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
