@@ -94,6 +94,18 @@ int ir_tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max);
 /* IR_ERR_UNSUPPORTED (with a message) unless every present float input is float32: for kernels
  * that run float32 only. Integer inputs (indices, axes) are not checked. */
 ir_status ir_check_f32(const ir_kernel_ctx *k);
+/* The float dtype a kernel instantiated for float32 and float64 (ir-float-tmpl.h) runs in: every
+ * present float input and output float32, or every one float64 (float32 when there are none).
+ * IR_ERR_UNSUPPORTED naming the dtypes otherwise (float16, or a mix). */
+ir_status ir_kernel_float(const ir_kernel_ctx *k, ir_dtype *t);
+/* The body of a kernel with instances fn_f32 and fn_f64 (ir-float-tmpl.h): picks by dtype. */
+#define IR_KERNEL_BY_FLOAT(k, fn)                                                                  \
+    do {                                                                                           \
+        ir_dtype t_;                                                                               \
+        ir_status s_ = ir_kernel_float((k), &t_);                                                  \
+        if (s_ != IR_OK) return s_;                                                                \
+        return t_ == IR_F64 ? fn##_f64(k) : fn##_f32(k);                                           \
+    } while (0)
 
 /* Fills n elements of es bytes with *elem: memset when the pattern is all zero bits (zero in
  * every dtype), otherwise by doubling memcpy so that the work is a few large copies. */
@@ -164,8 +176,9 @@ typedef struct ir_conv_geom {
 ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_conv_geom *cg,
                         ir_diag *d);
 /* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels:
- * col holds Cg * prod3(k) * prod3(out) floats. */
-void ir_conv_im2col(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg);
+ * col holds Cg * prod3(k) * prod3(out) elements. One per float dtype. */
+void ir_conv_im2col_f32(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg);
+void ir_conv_im2col_f64(const double *x, double *col, const ir_conv_geom *cg, int64_t Cg);
 /* The positions o in [0, n_pos) for which o*s + off lands in [0, bound): [*lo, *hi). */
 static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, int64_t n_pos,
                                        int64_t *lo, int64_t *hi) {
@@ -226,25 +239,30 @@ static inline void ir_pool_window_dim(const ir_pool_geom *pg, int i, int64_t o, 
     ir_pool_taps(st[i], pg->k[i], pg->d[i], pg->in[i], &kl[i], &kh[i]);
 }
 /* MaxPool's rule: the index in plane xp of the window's first strictly greater value, scanned in
- * row-major order (-1 for a window with no taps). */
-static inline int64_t ir_pool_argmax(const ir_pool_geom *pg, const float *xp, const int64_t *st,
-                                     const int64_t *kl, const int64_t *kh) {
-    const int64_t *in = pg->in, *dl = pg->d;
-    float best = -INFINITY;
-    int64_t bi = -1;
-    for (int64_t a = kl[0]; a < kh[0]; a++)
-        for (int64_t b = kl[1]; b < kh[1]; b++) {
-            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
-            for (int64_t c = kl[2]; c < kh[2]; c++) {
-                int64_t at = row + st[2] + c * dl[2];
-                if (xp[at] > best || bi < 0) {
-                    best = xp[at];
-                    bi = at;
-                }
-            }
-        }
-    return bi;
-}
+ * row-major order (-1 for a window with no taps). One per float dtype: ir_pool_argmax_f32/_f64. */
+#define IR_DEF_POOL_ARGMAX(sfx, T)                                                                 \
+    static inline int64_t ir_pool_argmax_##sfx(const ir_pool_geom *pg, const T *xp,                \
+                                               const int64_t *st, const int64_t *kl,               \
+                                               const int64_t *kh) {                                \
+        const int64_t *in = pg->in, *dl = pg->d;                                                   \
+        T best = -INFINITY;                                                                        \
+        int64_t bi = -1;                                                                           \
+        for (int64_t a = kl[0]; a < kh[0]; a++)                                                    \
+            for (int64_t b = kl[1]; b < kh[1]; b++) {                                              \
+                int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];           \
+                for (int64_t c = kl[2]; c < kh[2]; c++) {                                          \
+                    int64_t at = row + st[2] + c * dl[2];                                          \
+                    if (xp[at] > best || bi < 0) {                                                 \
+                        best = xp[at];                                                             \
+                        bi = at;                                                                   \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        return bi;                                                                                 \
+    }
+IR_DEF_POOL_ARGMAX(f32, float)
+IR_DEF_POOL_ARGMAX(f64, double)
+#undef IR_DEF_POOL_ARGMAX
 /* AveragePool's divisor for the window starting at st with taps [kl, kh) (dilation 1): the
  * window clipped to the padded input with count_include_pad, else the real elements. */
 static inline int64_t ir_pool_avg_div(const ir_pool_geom *pg, const int64_t *st, const int64_t *kl,
@@ -273,15 +291,17 @@ ir_status ir_softmax_split(const ir_graph *g, const ir_node *n, const ir_shape *
 
 /* Resize's coefficient tables (ops-resize.c) from the attributes and scales input of k->node
  * (same input positions as Resize), for a resize from shape is to shape os, in k->workspace
- * (ir_resize_tab_bytes(os)). Per output coordinate xo of dim d, at base[d] + xo: the two source
- * offsets (index * input stride) i0, i1 and the weight w of i1 (0 for nearest, i1 == i0). */
+ * (ir_resize_tab_bytes(os, t), t the dtype of k's input 0). Per output coordinate xo of dim d, at
+ * base[d] + xo: the two source offsets (index * input stride) i0, i1 and the weight of i1 (0 for
+ * nearest, i1 == i0), in the kernel's dtype: w for float32 (w64 NULL), w64 for float64 (w NULL). */
 typedef struct ir_resize_tab {
     bool linear;
     int64_t base[IR_MAX_RANK];
     int64_t *i0, *i1;
     float *w;
+    double *w64;
 } ir_resize_tab;
-size_t ir_resize_tab_bytes(const ir_shape *os);
+size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t);
 ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
                              ir_resize_tab *t);
 

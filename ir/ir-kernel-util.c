@@ -43,6 +43,25 @@ ir_status ir_check_f32(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+ir_status ir_kernel_float(const ir_kernel_ctx *k, ir_dtype *t) {
+    ir_dtype found = IR_DTYPE_NONE;
+    for (int i = 0; i < k->n_in + k->n_out; i++) {
+        const ir_tensor *x = i < k->n_in ? &k->in[i] : &k->out[i - k->n_in];
+        if (!x->data || !ir_dtype_is_float(x->dtype)) continue;
+        if (x->dtype != IR_F32 && x->dtype != IR_F64)
+            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                                "the CPU kernel runs float32 and float64, not %s",
+                                ir_dtype_name(x->dtype));
+        if (found != IR_DTYPE_NONE && x->dtype != found)
+            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                                "the CPU kernel needs one float dtype, not both %s and %s",
+                                ir_dtype_name(found), ir_dtype_name(x->dtype));
+        found = x->dtype;
+    }
+    *t = found == IR_DTYPE_NONE ? IR_F32 : found;
+    return IR_OK;
+}
+
 void ir_fill_elems(void *dst, int64_t n, const void *elem, size_t es) {
     size_t total = (size_t)n * es;
     if (!total) return;

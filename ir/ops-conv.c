@@ -7,9 +7,10 @@
  *
  * Invariants: geometry is padded to 3 spatial dims (leading dims of size 1) so that one loop
  * nest serves 1-, 2- and 3-D; conv_workspace() returns exactly the bytes of the path the kernel
- * takes (conv_path() decides both). Kernels run float32; other float dtypes infer and count but
- * their kernels answer IR_ERR_UNSUPPORTED. Conv and ConvTranspose are multilinear in (X, W)
- * when they have no bias. */
+ * takes (conv_path() decides both), in elements of X's dtype. Kernels run float32 (sgemm) and
+ * float64 (dgemm), one template (ops-conv-kern.h); other float dtypes infer and count but their
+ * kernels answer IR_ERR_UNSUPPORTED. Conv and ConvTranspose are multilinear in (X, W) when they
+ * have no bias. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -195,249 +196,29 @@ static double convt_flops(const ir_graph *g, const ir_node *n) {
 static size_t conv_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
-    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) * sizeof(float);
+    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
+           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
 }
 
 static size_t convt_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, true, &cg, NULL)) return 0;
-    return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_prod3(cg.in)) * sizeof(float);
-}
-
-/* Fills `rows` rows of `len` floats with bias[0..rows) (or zeros). */
-static void fill_rows(float *y, const float *bias, int64_t rows, int64_t len) {
-    for (int64_t r = 0; r < rows; r++) {
-        float v = bias ? bias[r] : 0.0f;
-        for (int64_t i = 0; i < len; i++) y[r * len + i] = v;
-    }
-}
-
-/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels. */
-void ir_conv_im2col(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
-    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    IR_PARALLEL_FOR(Cg * K * OS >= IR_PAR_MIN)
-    for (int64_t r = 0; r < Cg * K; r++) {
-        int64_t c = r / K, kk = r % K;
-        int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
-        const float *xc = x + c * IS;
-        float *dst = col + r * OS;
-        int64_t off = kw * dl[2] - pb[2], lo, hi;
-        ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
-        for (int64_t od = 0; od < out[0]; od++) {
-            int64_t id = od * s[0] - pb[0] + kd * dl[0];
-            for (int64_t oh = 0; oh < out[1]; oh++, dst += out[2]) {
-                int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
-                if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
-                    memset(dst, 0, sizeof(float) * (size_t)out[2]);
-                    continue;
-                }
-                const float *xr = xc + (id * in[1] + ih) * in[2];
-                for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
-                if (s[2] == 1)
-                    memcpy(dst + lo, xr + lo + off, sizeof(float) * (size_t)(hi - lo));
-                else
-                    for (int64_t ow = lo; ow < hi; ow++) dst[ow] = xr[ow * s[2] + off];
-                for (int64_t ow = hi; ow < out[2]; ow++) dst[ow] = 0;
-            }
-        }
-    }
+    return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_prod3(cg.in)) *
+           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
 }
 
 /* The valid output columns of the first DW_TAB kernel columns, hoisted out of the row loops
  * (two divisions per row of ~50 multiply-adds would dominate otherwise). */
 enum { DW_TAB = 32 };
 
-/* Output columns [ilo, ihi) of one row where every one of the KW taps is inside the input:
- * with KW a constant the taps unroll and the column loop vectorizes with the sum in a
- * register (one load and store of y per column instead of one per tap). */
-static inline __attribute__((always_inline)) void
-dw_interior(float *restrict yr, const float *restrict xr, const float *restrict wr, int64_t ilo,
-            int64_t ihi, int64_t off0, int64_t dil, int KW) {
-    for (int64_t ow = ilo; ow < ihi; ow++) {
-        float acc = yr[ow];
-        for (int kw = 0; kw < KW; kw++) acc += wr[kw] * xr[ow + off0 + kw * dil];
-        yr[ow] = acc;
-    }
-}
-
-/* One output plane of a conv with one input channel per group: xc is its input channel, wm its
- * kernel, ym the plane (already holding the bias). */
-IR_HOT_CLONES static void dw_plane(const float *restrict xc, const float *restrict wm,
-                                   float *restrict ym, const ir_conv_geom *cg, const int64_t *lo_t,
-                                   const int64_t *hi_t) {
-    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    /* unit-stride rows with a 3-, 5- or 7-wide kernel take the unrolled interior path; the
-     * columns outside it (and every other shape) go tap by tap */
-    const bool unrolled = s[2] == 1 && (k[2] == 3 || k[2] == 5 || k[2] == 7);
-    int64_t ilo = 0, ihi = 0;
-    if (unrolled) {
-        ilo = lo_t[0];
-        ihi = hi_t[0];
-        for (int64_t kw = 1; kw < k[2]; kw++) {
-            ilo = lo_t[kw] > ilo ? lo_t[kw] : ilo;
-            ihi = hi_t[kw] < ihi ? hi_t[kw] : ihi;
-        }
-        if (ihi < ilo) ihi = ilo;
-    }
-    for (int64_t od = 0; od < out[0]; od++)
-        for (int64_t kd = 0; kd < k[0]; kd++) {
-            int64_t id = od * s[0] - pb[0] + kd * dl[0];
-            if (id < 0 || id >= in[0]) continue;
-            for (int64_t oh = 0; oh < out[1]; oh++) {
-                float *restrict yr = ym + (od * out[1] + oh) * out[2];
-                for (int64_t kh = 0; kh < k[1]; kh++) {
-                    int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
-                    if (ih < 0 || ih >= in[1]) continue;
-                    const float *restrict xr = xc + (id * in[1] + ih) * in[2];
-                    const float *wr = wm + (kd * k[1] + kh) * k[2];
-                    if (unrolled) {
-                        int64_t off0 = -pb[2];
-                        if (k[2] == 3) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 3);
-                        if (k[2] == 5) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 5);
-                        if (k[2] == 7) dw_interior(yr, xr, wr, ilo, ihi, off0, dl[2], 7);
-                    }
-                    for (int64_t kw = 0; kw < k[2]; kw++) {
-                        int64_t off = kw * dl[2] - pb[2], lo, hi;
-                        if (kw < DW_TAB) {
-                            lo = lo_t[kw];
-                            hi = hi_t[kw];
-                        } else {
-                            ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
-                        }
-                        const float wv = wr[kw];
-                        if (s[2] != 1) {
-                            for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * s[2] + off];
-                            continue;
-                        }
-                        /* with the interior done, only [lo, ilo) and [ihi, hi) remain */
-                        int64_t e1 = unrolled && ilo < hi ? ilo : hi;
-                        for (int64_t ow = lo; ow < e1; ow++) yr[ow] += wv * xr[ow + off];
-                        int64_t b2 = unrolled ? (ihi > lo ? ihi : lo) : hi;
-                        for (int64_t ow = b2; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
-                    }
-                }
-            }
-        }
-}
-
-/* Convs with one input channel per group: each output channel m reads input channel
- * m / (M/group) only, so a direct loop over output rows beats im2col + a 1-row gemm. */
-static void conv_depthwise(const float *x, const float *w, const float *b, float *y,
-                           const ir_conv_geom *cg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
-    const int64_t Mg = cg->M / cg->group;
-    int64_t lo_t[DW_TAB], hi_t[DW_TAB];
-    for (int64_t kw = 0; kw < cg->k[2] && kw < DW_TAB; kw++)
-        ir_conv_valid_range(kw * cg->d[2] - cg->pb[2], cg->s[2], cg->in[2], cg->out[2], &lo_t[kw],
-                            &hi_t[kw]);
-    IR_PARALLEL_FOR(cg->N * cg->M * OS * K >= IR_PAR_MIN)
-    for (int64_t nm = 0; nm < cg->N * cg->M; nm++) {
-        int64_t bn = nm / cg->M, m = nm % cg->M;
-        fill_rows(y + nm * OS, b ? b + m : NULL, 1, OS);
-        dw_plane(x + (bn * cg->C + m / Mg) * IS, w + m * K, y + nm * OS, cg, lo_t, hi_t);
-    }
-}
-
-/* A Conv or ConvTranspose kernel's geometry and float32 operands (X, W, the optional bias B, Y
- * and the workspace), with the per-group channels Cg and Mg, the taps K and the plane sizes. */
-typedef struct conv_io {
-    ir_conv_geom cg;
-    const float *x, *w, *b;
-    float *y, *col;
-    int64_t Cg, Mg, K, IS, OS;
-} conv_io;
-
-static ir_status conv_io_init(const ir_kernel_ctx *k, bool transpose, conv_io *a) {
-    ir_status st = ir_conv_parse(k->graph, k->node, transpose, &a->cg, k->diag);
-    if (st || (st = ir_check_f32(k))) return st;
-    const ir_conv_geom *cg = &a->cg;
-    a->x = k->in[0].data;
-    a->w = k->in[1].data;
-    a->b = k->n_in > 2 ? k->in[2].data : NULL;
-    a->y = k->out[0].data;
-    a->col = k->workspace;
-    a->Cg = cg->C / cg->group;
-    a->Mg = cg->M / cg->group;
-    a->K = ir_prod3(cg->k);
-    a->IS = ir_prod3(cg->in);
-    a->OS = ir_prod3(cg->out);
-    return IR_OK;
-}
+#define IR_TMPL "ops-conv-kern.h"
+#include "ir-float-tmpl.h"
 
 static ir_status conv_kernel(const ir_kernel_ctx *k) {
-    conv_io a;
-    ir_status st = conv_io_init(k, false, &a);
-    if (st) return st;
-    const ir_conv_geom *cg = &a.cg;
-    enum conv_path path = conv_path(cg);
-    if (path == PATH_DEPTHWISE) {
-        conv_depthwise(a.x, a.w, a.b, a.y, cg);
-        return IR_OK;
-    }
-    IR_ASSERT(path != PATH_IM2COL ||
-              k->workspace_bytes >= (size_t)(a.Cg * a.K * a.OS) * sizeof(float));
-    for (int64_t bn = 0; bn < cg->N; bn++)
-        for (int64_t gi = 0; gi < cg->group; gi++) {
-            const float *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
-                        *wg = a.w + gi * a.Mg * a.Cg * a.K;
-            float *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
-            if (path == PATH_IM2COL) ir_conv_im2col(xg, a.col, cg, a.Cg);
-            if (a.b) fill_rows(yg, a.b + gi * a.Mg, a.Mg, a.OS);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a.Mg, (int)a.OS,
-                        (int)(a.Cg * a.K), 1.0f, wg, (int)(a.Cg * a.K),
-                        path == PATH_IM2COL ? a.col : xg, (int)a.OS, a.b ? 1.0f : 0.0f, yg,
-                        (int)a.OS);
-        }
-    return IR_OK;
+    IR_KERNEL_BY_FLOAT(k, conv_kernel);
 }
-
-/* y[m, o*s - pb + k*d] += col[(m,k), i]: the adjoint of im2col, one output channel per
- * iteration so that parallel iterations never write the same element. */
-static void col2im(const float *col, float *y, const ir_conv_geom *cg, int64_t Mg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
-    const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    IR_PARALLEL_FOR(Mg * K * IS >= IR_PAR_MIN)
-    for (int64_t m = 0; m < Mg; m++) {
-        float *ym = y + m * OS;
-        for (int64_t kk = 0; kk < K; kk++) {
-            int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
-            const float *src = col + (m * K + kk) * IS;
-            int64_t off = kw * dl[2] - pb[2], lo, hi;
-            ir_conv_valid_range(off, s[2], out[2], in[2], &lo, &hi);
-            for (int64_t id = 0; id < in[0]; id++) {
-                int64_t od = id * s[0] - pb[0] + kd * dl[0];
-                for (int64_t ih = 0; ih < in[1]; ih++) {
-                    int64_t oh = ih * s[1] - pb[1] + kh * dl[1];
-                    if (od < 0 || od >= out[0] || oh < 0 || oh >= out[1]) continue;
-                    const float *sr = src + (id * in[1] + ih) * in[2];
-                    float *yr = ym + (od * out[1] + oh) * out[2];
-                    for (int64_t iw = lo; iw < hi; iw++) yr[iw * s[2] + off] += sr[iw];
-                }
-            }
-        }
-    }
-}
-
 static ir_status convt_kernel(const ir_kernel_ctx *k) {
-    conv_io a;
-    ir_status st = conv_io_init(k, true, &a);
-    if (st) return st;
-    const ir_conv_geom *cg = &a.cg;
-    IR_ASSERT(k->workspace_bytes >= (size_t)(a.Mg * a.K * a.IS) * sizeof(float));
-    for (int64_t bn = 0; bn < cg->N; bn++)
-        for (int64_t gi = 0; gi < cg->group; gi++) {
-            const float *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
-                        *wg = a.w + gi * a.Cg * a.Mg * a.K;
-            float *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
-            /* W_g is [Cg, Mg*K]: col = W_g^T X_g is [Mg*K, IS] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(a.Mg * a.K), (int)a.IS,
-                        (int)a.Cg, 1.0f, wg, (int)(a.Mg * a.K), xg, (int)a.IS, 0.0f, a.col,
-                        (int)a.IS);
-            fill_rows(yg, a.b ? a.b + gi * a.Mg : NULL, a.Mg, a.OS);
-            col2im(a.col, yg, cg, a.Mg);
-        }
-    return IR_OK;
+    IR_KERNEL_BY_FLOAT(k, convt_kernel);
 }
 
 /* Dims (ir.h, ir_dimlink). The batch always links. The output channels link when each reads its

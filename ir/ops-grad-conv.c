@@ -10,8 +10,8 @@
  * gw_workspace() returns exactly what the kernel uses.
  *
  * Attributes: kernel_shape (required: it fixes dW's shape), strides, dilations, pads (explicit,
- * the builder resolves auto_pad) and group, with the forward Conv's meaning. float32 only, like
- * the forward Conv. */
+ * the builder resolves auto_pad) and group, with the forward Conv's meaning. float32 and float64
+ * (sgemm / dgemm, one template: ops-grad-conv-kern.h), like the forward Conv. */
 #include "ir-impl.h"
 
 #include <cblas.h>
@@ -109,83 +109,15 @@ static double gw_flops(const ir_graph *g, const ir_node *n) {
 static size_t gw_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (gw_parse(g, n, &cg, NULL) || pointwise(&cg) || cg.C == cg.group) return 0;
-    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) * sizeof(float);
+    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
+           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
 }
 
-/* sum of g[o] * x[o * s] over o in [lo, hi), vectorized (the sum may reassociate); inlined,
- * since a call per row of a few dozen elements would cost more than the row. */
-static inline __attribute__((always_inline)) float
-row_dot(const float *restrict g, const float *restrict x, int64_t lo, int64_t hi, int64_t s) {
-    float acc = 0;
-    if (s == 1) {
-        IR_SIMD_REDUCE(+ : acc)
-        for (int64_t o = lo; o < hi; o++) acc += g[o] * x[o];
-    } else {
-        IR_SIMD_REDUCE(+ : acc)
-        for (int64_t o = lo; o < hi; o++) acc += g[o] * x[o * s];
-    }
-    return acc;
-}
-
-/* One input channel per group (depthwise, any multiplier): each dW element is a sum of row dot
- * products, dW[m, 0, k] = sum_n sum_o dY[n, m, o] * X[n, m / Mg, o*s - pb + k*d]; one
- * (channel, tap) per iteration, so parallel iterations write distinct elements. */
-static void gw_depthwise(const float *x, const float *dy, float *dw, const ir_conv_geom *cg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
-    const int64_t Mg = cg->M / cg->group;
-    const int64_t *in = cg->in, *out = cg->out, *kk3 = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    IR_PARALLEL_FOR(cg->N * cg->M * OS * K >= IR_PAR_MIN)
-    for (int64_t mk = 0; mk < cg->M * K; mk++) {
-        const int64_t m = mk / K, kk = mk % K;
-        const int64_t kd = kk / (kk3[1] * kk3[2]), kh = kk / kk3[2] % kk3[1], kw = kk % kk3[2];
-        const int64_t off = kw * dl[2] - pb[2];
-        int64_t lo, hi;
-        ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
-        double acc = 0;
-        for (int64_t bn = 0; bn < cg->N; bn++) {
-            const float *xc = x + (bn * cg->C + m / Mg) * IS, *dym = dy + (bn * cg->M + m) * OS;
-            for (int64_t od = 0; od < out[0]; od++) {
-                const int64_t id = od * s[0] - pb[0] + kd * dl[0];
-                if (id < 0 || id >= in[0]) continue;
-                for (int64_t oh = 0; oh < out[1]; oh++) {
-                    const int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
-                    if (ih < 0 || ih >= in[1]) continue;
-                    const float *xr = xc + (id * in[1] + ih) * in[2] + off;
-                    const float *gr = dym + (od * out[1] + oh) * out[2];
-                    acc += row_dot(gr, xr, lo, hi, s[2]);
-                }
-            }
-        }
-        dw[mk] = (float)acc;
-    }
-}
+#define IR_TMPL "ops-grad-conv-kern.h"
+#include "ir-float-tmpl.h"
 
 static ir_status gw_kernel(const ir_kernel_ctx *k) {
-    ir_conv_geom cg;
-    ir_status st = gw_parse(k->graph, k->node, &cg, k->diag);
-    if (st || (st = ir_check_f32(k))) return st;
-    const float *x = k->in[0].data, *dy = k->in[1].data;
-    float *dw = k->out[0].data, *col = k->workspace;
-    const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
-    const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
-    if (Cg == 1) {
-        gw_depthwise(x, dy, dw, &cg);
-        return IR_OK;
-    }
-    const bool direct = pointwise(&cg);
-    IR_ASSERT(direct || k->workspace_bytes >= (size_t)(Cg * K * OS) * sizeof(float));
-    if (cg.N == 0) memset(dw, 0, (size_t)ir_tensor_numel(&k->out[0]) * sizeof(float));
-    for (int64_t bn = 0; bn < cg.N; bn++)
-        for (int64_t gi = 0; gi < cg.group; gi++) {
-            const float *xg = x + (bn * cg.C + gi * Cg) * IS,
-                        *dyg = dy + (bn * cg.M + gi * Mg) * OS;
-            if (!direct) ir_conv_im2col(xg, col, &cg, Cg);
-            /* dW_g [Mg, Cg*K] (+)= dY_g [Mg, OS] * col^T, col being [Cg*K, OS] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)(Cg * K), (int)OS,
-                        1.0f, dyg, (int)OS, direct ? xg : col, (int)OS, bn ? 1.0f : 0.0f,
-                        dw + gi * Mg * Cg * K, (int)(Cg * K));
-        }
-    return IR_OK;
+    IR_KERNEL_BY_FLOAT(k, gw_kernel);
 }
 
 /* Dims (ir.h, ir_dimlink): dW sums over the batch of X and dY (reduce axis 1, a sum: the split

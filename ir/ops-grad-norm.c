@@ -11,7 +11,8 @@
  *  - SoftmaxGrad(dY, Y) = Y * (dY - sum(dY * Y)), LogSoftmaxGrad(dY, Y) = dY - exp(Y) * sum(dY),
  *    from the forward's output, with the forward's axis semantics (ir_softmax_split).
  * Sums run in double. Channels (BN, IN), rows (LN, softmax) and column blocks (LN's dScale/dBias)
- * run in parallel, each writing only its own outputs. float32, like the forward kernels. */
+ * run in parallel, each writing only its own outputs. float32 and float64, like the forward
+ * kernels (one template, ops-grad-norm-kern.h). */
 #include "ir-impl.h"
 
 #include <math.h>
@@ -41,59 +42,6 @@ typedef struct ng {
     int64_t np, pstride, IS;
 } ng;
 
-/* Mean and biased variance, two-pass in double (the forward's order of operations). */
-static void ng_stats(const ng *q, const float *x, double *mean, double *var) {
-    double s = 0, v = 0, cnt = (double)(q->np * q->IS);
-    for (int64_t j = 0; j < q->np; j++)
-        for (int64_t i = 0; i < q->IS; i++) s += x[j * q->pstride + i];
-    double m = cnt > 0 ? s / cnt : 0;
-    for (int64_t j = 0; j < q->np; j++)
-        for (int64_t i = 0; i < q->IS; i++) {
-            double e = x[j * q->pstride + i] - m;
-            v += e * e;
-        }
-    *mean = m;
-    *var = cnt > 0 ? v / cnt : 0;
-}
-
-/* sum(dy) and sum(dy * xhat), xhat = (x - m) * inv. */
-static void ng_sums(const ng *q, const float *x, const float *dy, double m, double inv, double *sdy,
-                    double *sdyx) {
-    double a = 0, b = 0;
-    for (int64_t j = 0; j < q->np; j++) {
-        const float *xr = x + j * q->pstride, *gr = dy + j * q->pstride;
-        for (int64_t i = 0; i < q->IS; i++) {
-            a += gr[i];
-            b += gr[i] * ((xr[i] - m) * inv);
-        }
-    }
-    *sdy = a;
-    *sdyx = b;
-}
-
-/* dx = ka * dy + kb + kc * xhat. */
-static void ng_dx(const ng *q, const float *x, const float *dy, float *dx, double m, double inv,
-                  double ka, double kb, double kc) {
-    for (int64_t j = 0; j < q->np; j++) {
-        const float *xr = x + j * q->pstride, *gr = dy + j * q->pstride;
-        float *o = dx + j * q->pstride;
-        for (int64_t i = 0; i < q->IS; i++)
-            o[i] = (float)(ka * gr[i] + kb + kc * ((xr[i] - m) * inv));
-    }
-}
-
-/* dx of a group normalized with its own statistics (count values): the gradient through mean and
- * variance; returns sum(dy) and sum(dy * xhat) for the affine parameters. */
-static void ng_batch_grad(const ng *q, const float *x, const float *dy, float *dx, double scale,
-                          double eps, double *sdy, double *sdyx) {
-    double m, var, cnt = (double)(q->np * q->IS);
-    ng_stats(q, x, &m, &var);
-    double inv = 1.0 / sqrt(var + eps);
-    ng_sums(q, x, dy, m, inv, sdy, sdyx);
-    double k = scale * inv;
-    if (cnt > 0) ng_dx(q, x, dy, dx, m, inv, k, -k * *sdy / cnt, -k * *sdyx / cnt);
-}
-
 /* Shared inference of BatchNormGrad / InstanceNormGrad: dY and X alike, per-channel inputs
  * 2..n_chan-1 of [C] values; outputs dX and two [C] tensors. */
 static ir_status chan_infer(ir_graph *g, ir_node *n, int n_chan, ir_diag *d) {
@@ -118,33 +66,6 @@ static double chan_flops(const ir_graph *g, const ir_node *n) {
     return 8.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
-/* The operands of BatchNormGrad and InstanceNormGrad (dY, X, scale, ... -> dX[, dScale[, dBias]]),
- * float32 only: N x C planes of IS elements each. */
-typedef struct ng_io {
-    int64_t N, C, numel, IS;
-    const float *dy, *x, *scale;
-    float *dx, *dscale, *dbias; /* dscale and dbias NULL where the node has no such output */
-    double eps;
-} ng_io;
-
-static ir_status ng_io_init(const ir_kernel_ctx *k, ng_io *a) {
-    ir_status st = ir_check_f32(k);
-    if (st) return st;
-    const ir_shape *xs = &k->in[1].shape;
-    a->N = xs->dims[0];
-    a->C = xs->dims[1];
-    a->numel = ir_tensor_numel(&k->in[1]);
-    a->IS = a->N * a->C > 0 ? a->numel / (a->N * a->C) : 0;
-    a->dy = k->in[0].data;
-    a->x = k->in[1].data;
-    a->scale = k->in[2].data;
-    a->dx = k->out[0].data;
-    a->dscale = k->n_out > 1 ? k->out[1].data : NULL;
-    a->dbias = k->n_out > 2 ? k->out[2].data : NULL;
-    a->eps = ir_attr_float(k->node, "epsilon", 1e-5f);
-    return IR_OK;
-}
-
 /* ---------------------------------------------------------------- BatchNormGrad */
 
 static ir_status bng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -156,63 +77,10 @@ static ir_status bng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return chan_infer(g, n, train ? 3 : 5, d);
 }
 
-static ir_status bng_kernel(const ir_kernel_ctx *k) {
-    ng_io a;
-    ir_status st = ng_io_init(k, &a);
-    if (st) return st;
-    const int64_t N = a.N, C = a.C, IS = a.IS;
-    const float *dy = a.dy, *x = a.x, *scale = a.scale;
-    const bool train = ir_attr_int(k->node, "training_mode", 0) != 0;
-    const float *rm = train ? NULL : k->in[3].data, *rv = train ? NULL : k->in[4].data;
-    float *dx = a.dx, *dscale = a.dscale, *dbias = a.dbias;
-    const double eps = a.eps;
-    const ng q = {.np = N, .pstride = C * IS, .IS = IS};
-    IR_PARALLEL_FOR(a.numel >= IR_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        const float *xc = x + c * IS, *gc = dy + c * IS;
-        double sdy, sdyx;
-        if (train) {
-            ng_batch_grad(&q, xc, gc, dx + c * IS, scale[c], eps, &sdy, &sdyx);
-        } else {
-            double inv = 1.0 / sqrt((double)rv[c] + eps);
-            ng_sums(&q, xc, gc, rm[c], inv, &sdy, &sdyx);
-            ng_dx(&q, xc, gc, dx + c * IS, rm[c], inv, scale[c] * inv, 0, 0);
-        }
-        if (dscale) dscale[c] = (float)sdyx;
-        if (dbias) dbias[c] = (float)sdy;
-    }
-    return IR_OK;
-}
-
 /* ---------------------------------------------------------------- InstanceNormGrad */
 
 static ir_status ing_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return chan_infer(g, n, 3, d);
-}
-
-static ir_status ing_kernel(const ir_kernel_ctx *k) {
-    ng_io a;
-    ir_status st = ng_io_init(k, &a);
-    if (st) return st;
-    const int64_t N = a.N, C = a.C, IS = a.IS;
-    const float *dy = a.dy, *x = a.x, *scale = a.scale;
-    float *dx = a.dx, *dscale = a.dscale, *dbias = a.dbias;
-    const double eps = a.eps;
-    const ng q = {.np = 1, .pstride = IS, .IS = IS};
-    IR_PARALLEL_FOR(a.numel >= IR_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        double as = 0, ab = 0;
-        for (int64_t bn = 0; bn < N; bn++) {
-            int64_t off = (bn * C + c) * IS;
-            double sdy, sdyx;
-            ng_batch_grad(&q, x + off, dy + off, dx + off, scale[c], eps, &sdy, &sdyx);
-            as += sdyx;
-            ab += sdy;
-        }
-        if (dscale) dscale[c] = (float)as;
-        if (dbias) dbias[c] = (float)ab;
-    }
-    return IR_OK;
 }
 
 /* ---------------------------------------------------------------- LayerNormGrad */
@@ -237,9 +105,11 @@ static ir_status lng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (st || (st = lng_split(&x->shape, n, &rows, &inner, &axis, d))) return st;
     if (ir_shape_numel(&sc->shape) != inner && (st = need_numel(g, n, 2, 1, d))) return st;
     if ((st = need_numel(g, n, 3, rows, d)) || (st = need_numel(g, n, 4, rows, d))) return st;
-    if (ir_node_in(g, n, 3)->dtype != x->dtype || ir_node_in(g, n, 4)->dtype != x->dtype)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "Mean and InvStdDev must be %s like X",
-                            ir_dtype_name(x->dtype));
+    for (int i = 3; i < 5; i++) /* the forward's stash type */
+        if (ir_node_in(g, n, i)->dtype != IR_F32 && ir_node_in(g, n, i)->dtype != IR_F64)
+            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                                "Mean and InvStdDev must be float32 or float64, not %s",
+                                ir_dtype_name(ir_node_in(g, n, i)->dtype));
     ir_shape ns = {.rank = x->shape.rank - axis};
     for (int i = axis; i < x->shape.rank; i++) ns.dims[i - axis] = x->shape.dims[i];
     ir_set_out(g, n, 0, x->dtype, &x->shape);
@@ -250,58 +120,6 @@ static ir_status lng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 
 static double lng_flops(const ir_graph *g, const ir_node *n) {
     return 10.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
-}
-
-/* dx = inv * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale, for one row. */
-IR_HOT_CLONES static void lng_row(const float *restrict x, const float *restrict dy,
-                                  float *restrict dx, int64_t n, const float *restrict sc, bool sc1,
-                                  double m, double inv) {
-    double sg = 0, sgx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double gi = (double)dy[i] * sc[sc1 ? 0 : i];
-        sg += gi;
-        sgx += gi * ((x[i] - m) * inv);
-    }
-    const double mg = sg / (double)n, mgx = sgx / (double)n;
-    for (int64_t i = 0; i < n; i++)
-        dx[i] = (float)(inv * ((double)dy[i] * sc[sc1 ? 0 : i] - mg - (x[i] - m) * inv * mgx));
-}
-
-enum { LNG_BLOCK = 64 }; /* columns per parallel block of dScale/dBias */
-
-static ir_status lng_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
-    int64_t rows = 0, inner = 0;
-    int axis = 0;
-    if (st || (st = lng_split(&k->in[1].shape, k->node, &rows, &inner, &axis, k->diag))) return st;
-    const float *dy = k->in[0].data, *x = k->in[1].data, *sc = k->in[2].data;
-    const float *mean = k->in[3].data, *inv = k->in[4].data;
-    const bool sc1 = ir_tensor_numel(&k->in[2]) == 1 && inner != 1;
-    float *dx = k->out[0].data;
-    float *dscale = k->n_out > 1 ? k->out[1].data : NULL;
-    float *dbias = k->n_out > 2 ? k->out[2].data : NULL;
-    const int64_t numel = rows * inner, nblk = (inner + LNG_BLOCK - 1) / LNG_BLOCK;
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        lng_row(x + r * inner, dy + r * inner, dx + r * inner, inner, sc, sc1, mean[r], inv[r]);
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN && nblk > 1)
-    for (int64_t b = 0; b < nblk; b++) {
-        const int64_t i0 = b * LNG_BLOCK, n = inner - i0 < LNG_BLOCK ? inner - i0 : LNG_BLOCK;
-        double as[LNG_BLOCK] = {0}, ab[LNG_BLOCK] = {0};
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * inner + i0, *gr = dy + r * inner + i0;
-            const double m = mean[r], iv = inv[r];
-            for (int64_t i = 0; i < n; i++) {
-                as[i] += gr[i] * ((xr[i] - m) * iv);
-                ab[i] += gr[i];
-            }
-        }
-        for (int64_t i = 0; i < n; i++) {
-            if (dscale) dscale[i0 + i] = (float)as[i];
-            if (dbias) dbias[i0 + i] = (float)ab[i];
-        }
-    }
-    return IR_OK;
 }
 
 /* ---------------------------------------------------------------- SoftmaxGrad, LogSoftmaxGrad */
@@ -319,31 +137,33 @@ static double smg_flops(const ir_graph *g, const ir_node *n) {
     return 4.0 * (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
+enum { LNG_BLOCK = 64 }; /* columns per parallel block of dScale/dBias */
+
+#define IR_TMPL "ops-grad-norm-kern.h"
+#include "ir-float-tmpl.h"
+
+static ir_status bng_kernel(const ir_kernel_ctx *k) {
+    IR_KERNEL_BY_FLOAT(k, bng_kernel);
+}
+static ir_status ing_kernel(const ir_kernel_ctx *k) {
+    IR_KERNEL_BY_FLOAT(k, ing_kernel);
+}
+/* dY, X, Scale and the outputs share X's dtype; Mean and InvStdDev have the forward's stash
+ * type, float32 or float64. */
+static ir_status lng_kernel(const ir_kernel_ctx *k) {
+    const ir_dtype t = k->in[1].dtype;
+    bool ok = t == IR_F32 || t == IR_F64;
+    for (int i = 0; i < 3; i++) ok = ok && k->in[i].dtype == t;
+    for (int i = 0; i < k->n_out; i++) ok = ok && (!k->out[i].data || k->out[i].dtype == t);
+    if (!ok)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs dY, X and Scale of one dtype, float32 or float64; "
+                            "X is %s",
+                            ir_dtype_name(t));
+    return t == IR_F64 ? lng_kernel_f64(k) : lng_kernel_f32(k);
+}
 static ir_status smg_kernel(const ir_kernel_ctx *k) {
-    int64_t outer = 0, len = 0, inner = 0;
-    ir_status st = ir_check_f32(k);
-    if (st ||
-        (st = ir_softmax_split(k->graph, k->node, &k->in[1].shape, &outer, &len, &inner, k->diag)))
-        return st;
-    const bool log_sm = k->node->op == IR_OP_LogSoftmaxGrad;
-    const float *dy = k->in[0].data, *y = k->in[1].data;
-    float *dx = k->out[0].data;
-    IR_PARALLEL_FOR(outer * len * inner >= IR_PAR_MIN)
-    for (int64_t r = 0; r < outer * inner; r++) {
-        const int64_t base = (r / inner) * len * inner + r % inner;
-        const float *gr = dy + base, *yr = y + base;
-        float *o = dx + base;
-        double s = 0;
-        for (int64_t i = 0; i < len; i++)
-            s += log_sm ? gr[i * inner] : gr[i * inner] * yr[i * inner];
-        if (log_sm)
-            for (int64_t i = 0; i < len; i++)
-                o[i * inner] = (float)(gr[i * inner] - exp((double)yr[i * inner]) * s);
-        else
-            for (int64_t i = 0; i < len; i++)
-                o[i * inner] = (float)(yr[i * inner] * (gr[i * inner] - s));
-    }
-    return IR_OK;
+    IR_KERNEL_BY_FLOAT(k, smg_kernel);
 }
 
 /* ---------------------------------------------------------------- the op table entries */

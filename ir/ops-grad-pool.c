@@ -8,7 +8,8 @@
  * (the first maximum wins) instead of keeping an int64 Indices tensor alive: X is what the
  * backward keeps, as PyTorch keeps `self`. AveragePoolGrad needs only X's shape (attribute
  * `shape`), so X need not stay alive. Each (n, c) plane of dX is written by its own plane of dY,
- * so planes run in parallel. float32, like the forward kernels. */
+ * so planes run in parallel. float32 and float64 (ops-grad-pool-kern.h), like the forward kernels.
+ */
 #include "ir-impl.h"
 
 static ir_status pool_check(const ir_node *n, const ir_shape *xs, ir_dtype t, ir_diag *d) {
@@ -76,52 +77,11 @@ static double pool_grad_flops(const ir_graph *g, const ir_node *n) {
     return (double)pg.NC * (double)ir_prod3(pg.out) * (double)(ir_prod3(pg.k) + 1);
 }
 
-/* Scatters plane p of dY into plane p of dX (zeroed here) through the forward's windows. */
-static void pool_grad_plane(const ir_pool_geom *pg, const float *x, const float *dy, float *dx,
-                            int64_t p, bool is_max, bool count_pad) {
-    const int64_t *in = pg->in, *out = pg->out;
-    const int64_t IS = ir_prod3(in), OS = ir_prod3(out);
-    const float *xp = is_max ? x + p * IS : NULL, *dyp = dy + p * OS;
-    float *dxp = dx + p * IS;
-    int64_t st[3], kl[3], kh[3];
-    memset(dxp, 0, sizeof(float) * (size_t)IS);
-    for (int64_t od = 0; od < out[0]; od++) {
-        ir_pool_window_dim(pg, 0, od, st, kl, kh);
-        for (int64_t oh = 0; oh < out[1]; oh++) {
-            ir_pool_window_dim(pg, 1, oh, st, kl, kh);
-            for (int64_t ow = 0; ow < out[2]; ow++) {
-                ir_pool_window_dim(pg, 2, ow, st, kl, kh);
-                const float g = dyp[(od * out[1] + oh) * out[2] + ow];
-                if (is_max) { /* the forward's rule: the first strictly greater value wins */
-                    int64_t bi = ir_pool_argmax(pg, xp, st, kl, kh);
-                    if (bi >= 0) dxp[bi] += g;
-                    continue;
-                }
-                int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
-                if (div <= 0) continue;
-                const float v = g / (float)div;
-                for (int64_t a = kl[0]; a < kh[0]; a++)
-                    for (int64_t b = kl[1]; b < kh[1]; b++) {
-                        float *r = dxp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
-                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c] += v;
-                    }
-            }
-        }
-    }
-}
+#define IR_TMPL "ops-grad-pool-kern.h"
+#include "ir-float-tmpl.h"
 
 static ir_status pool_grad_kernel(const ir_kernel_ctx *k) {
-    ir_shape xs = k->out[0].shape;
-    ir_pool_geom pg;
-    ir_status st = ir_check_f32(k);
-    if (st || (st = ir_pool_parse(k->node, &xs, &pg, k->diag))) return st;
-    const bool is_max = k->node->op == IR_OP_MaxPoolGrad;
-    const bool count_pad = ir_attr_int(k->node, "count_include_pad", 0) != 0;
-    const float *x = is_max ? k->in[1].data : NULL, *dy = k->in[0].data;
-    float *dx = k->out[0].data;
-    IR_PARALLEL_FOR(pg.NC * ir_prod3(pg.out) * ir_prod3(pg.k) >= IR_PAR_MIN)
-    for (int64_t p = 0; p < pg.NC; p++) pool_grad_plane(&pg, x, dy, dx, p, is_max, count_pad);
-    return IR_OK;
+    IR_KERNEL_BY_FLOAT(k, pool_grad_kernel);
 }
 
 /* Dims (ir.h, ir_dimlink): as the forward's, planes (n, c) of dX come from the same planes of dY

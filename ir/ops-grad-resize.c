@@ -7,7 +7,8 @@
  * coefficient tables (from X's shape to dY's) in the workspace. The scatter adds into dX, so rows
  * that may share a target run serially; only leading dims that Resize maps identically (each
  * output index reads its own input index with weight 0 on the neighbour: batch and channels)
- * split the work into independent parallel blocks. float32, like the forward kernel. */
+ * split the work into independent parallel blocks. float32 and float64 (ops-grad-resize-kern.h),
+ * like the forward kernel. */
 #include "ir-impl.h"
 
 static ir_status rg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -34,7 +35,7 @@ static double rg_flops(const ir_graph *g, const ir_node *n) {
 }
 
 static size_t rg_workspace(const ir_graph *g, const ir_node *n) {
-    return ir_resize_tab_bytes(&ir_node_in(g, n, 0)->shape);
+    return ir_resize_tab_bytes(&ir_node_in(g, n, 0)->shape, ir_node_in(g, n, 0)->dtype);
 }
 
 /* True when Resize maps dim dd identically: output index i reads input index i alone. */
@@ -43,71 +44,22 @@ static bool identity_dim(const ir_resize_tab *t, int dd, int64_t n_in, int64_t n
     if (n_in != n_out) return false;
     for (int64_t i = 0; i < n_out; i++) {
         int64_t at = t->base[dd] + i;
-        if (t->i0[at] != i * stride || (t->i1[at] != t->i0[at] && t->w[at] != 0)) return false;
+        double w = t->w ? t->w[at] : t->w64[at];
+        if (t->i0[at] != i * stride || (t->i1[at] != t->i0[at] && w != 0)) return false;
     }
     return true;
 }
 
-/* Adds dY row `row` (all dims but the last fixed) into dX. */
-static void scatter_row(const ir_resize_tab *t, const ir_shape *ys, int64_t row, const float *dyr,
-                        float *dx) {
-    const int r = ys->rank;
-    const int64_t ow = ys->dims[r - 1];
-    const int64_t *l0 = t->i0 + t->base[r - 1], *l1 = t->i1 + t->base[r - 1];
-    const float *lw = t->w + t->base[r - 1];
-    int64_t idx[IR_MAX_RANK], rem = row;
-    for (int dd = r - 2; dd >= 0; dd--) {
-        idx[dd] = rem % ys->dims[dd];
-        rem /= ys->dims[dd];
-    }
-    const int nc = t->linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
-    for (int c = 0; c < nc; c++) {
-        float cw = 1;
-        int64_t off = 0;
-        for (int dd = 0; dd < r - 1; dd++) {
-            int64_t at = t->base[dd] + idx[dd];
-            bool hi = t->linear && ((c >> dd) & 1);
-            cw *= !t->linear ? 1 : hi ? t->w[at] : 1 - t->w[at];
-            off += hi ? t->i1[at] : t->i0[at];
-        }
-        if (cw == 0) continue; /* also keeps blocks from touching each other's rows */
-        float *dst = dx + off;
-        if (!t->linear) {
-            for (int64_t xo = 0; xo < ow; xo++) dst[l0[xo]] += dyr[xo];
-            continue;
-        }
-        for (int64_t xo = 0; xo < ow; xo++) {
-            float v = cw * dyr[xo];
-            dst[l0[xo]] += v * (1 - lw[xo]);
-            dst[l1[xo]] += v * lw[xo];
-        }
-    }
-}
+#define IR_TMPL "ops-grad-resize-kern.h"
+#include "ir-float-tmpl.h"
 
+/* The dtype is dY's alone (scales may stay float32). */
 static ir_status rg_kernel(const ir_kernel_ctx *k) {
-    if (k->in[0].dtype != IR_F32)
-        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                            "the CPU kernel runs float32 only, not %s",
-                            ir_dtype_name(k->in[0].dtype));
-    const ir_shape *xs = &k->out[0].shape, *ys = &k->in[0].shape;
-    const int r = xs->rank;
-    ir_resize_tab tab;
-    ir_status st = ir_resize_tabulate(k, xs, ys, &tab);
-    if (st) return st;
-    const float *dy = k->in[0].data;
-    float *dx = k->out[0].data;
-    memset(dx, 0, sizeof(float) * (size_t)ir_tensor_numel(&k->out[0]));
-    int64_t istr[IR_MAX_RANK], blocks = 1, per = 1;
-    ir_shape_strides(xs, istr);
-    int P = 0;
-    while (P < r - 1 && identity_dim(&tab, P, xs->dims[P], ys->dims[P], istr[P])) P++;
-    for (int dd = 0; dd < r - 1; dd++) *(dd < P ? &blocks : &per) *= ys->dims[dd];
-    const int64_t ow = ys->dims[r - 1];
-    IR_PARALLEL_FOR(blocks > 1 && ir_tensor_numel(&k->in[0]) >= IR_PAR_MIN)
-    for (int64_t b = 0; b < blocks; b++)
-        for (int64_t i = 0; i < per; i++)
-            scatter_row(&tab, ys, b * per + i, dy + (b * per + i) * ow, dx);
-    return IR_OK;
+    ir_dtype t = k->in[0].dtype;
+    if (t == IR_F32) return rg_kernel_f32(k);
+    if (t == IR_F64) return rg_kernel_f64(k);
+    return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                        "the CPU kernel runs float32 and float64, not %s", ir_dtype_name(t));
 }
 
 /* Dims (ir.h, ir_dimlink): the dims that the forward Resize maps identically link dY to dX. */

@@ -12,7 +12,7 @@
  *
  * Softmax/LogSoftmax use opset-13 semantics (one axis, default -1); graphs below opset 13 get
  * the old semantics (default axis 1, the input coerced to 2-D at axis). All statistics are
- * accumulated in double. Kernels run float32. */
+ * accumulated in double. Kernels run float32 and float64, one template (ops-norm-kern.h). */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -24,7 +24,7 @@
 /* e^x as plain arithmetic the compiler vectorizes (expf is one libm call per element): Cephes'
  * expf, x = n ln2 + r with a degree-5 polynomial for e^r and 2^n built in the exponent bits;
  * about 1 ulp on [-87, 88], inputs clamped to it. */
-static inline float exp_approx(float x) {
+static inline float exp_approx_f32(float x) {
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     /* round to nearest by adding 1.5 * 2^23: floorf would keep the loop from vectorizing */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -42,6 +42,10 @@ static inline float exp_approx(float x) {
     } scale = {.i = ((int32_t)n + 127) << 23}; /* a union, not memcpy: that one vectorizes */
     return p * scale.f;
 }
+/* The float64 instance computes the reference: libm's exp. */
+static inline double exp_approx_f64(double x) {
+    return exp(x);
+}
 
 static ir_status check_float_input(const ir_graph *g, const ir_node *n, int i, ir_diag *d) {
     const ir_value *v = ir_node_in(g, n, i);
@@ -49,20 +53,6 @@ static ir_status check_float_input(const ir_graph *g, const ir_node *n, int i, i
         return ir_node_fail(d, IR_ERR_SHAPE, n, "input %d has dtype %s; expected a float type", i,
                             ir_dtype_name(v->dtype));
     return IR_OK;
-}
-
-/* Mean and biased (population) variance of n contiguous values, two-pass in double. */
-static void mean_var(const float *x, int64_t n, double *mean, double *var) {
-    double s = 0, q = 0;
-    for (int64_t i = 0; i < n; i++) s += x[i];
-    double m = n ? s / (double)n : 0;
-    for (int64_t i = 0; i < n; i++) q += ((double)x[i] - m) * ((double)x[i] - m);
-    *mean = m;
-    *var = n ? q / (double)n : 0;
-}
-
-static void scale_shift(const float *x, float *y, int64_t n, float a, float b) {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
 }
 
 /* ---------------------------------------------------------------- BatchNormalization */
@@ -121,76 +111,7 @@ static double bn_flops(const ir_graph *g, const ir_node *n) {
     return (ir_bn_training(n) ? 5.0 : 2.0) * numel;
 }
 
-static ir_status bn_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
-    if (st) return st;
-    const ir_shape *xs = &k->in[0].shape;
-    const int64_t N = xs->dims[0], C = xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
-    const int64_t IS = N * C > 0 ? numel / (N * C) : 0;
-    const float *x = k->in[0].data, *scale = k->in[1].data, *bias = k->in[2].data,
-                *mean = k->in[3].data, *var = k->in[4].data;
-    float *y = k->out[0].data;
-    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
-    if (!ir_bn_training(k->node)) {
-        IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
-        for (int64_t p = 0; p < N * C; p++) {
-            int64_t c = p % C;
-            double a = scale[c] / sqrt((double)var[c] + eps);
-            scale_shift(x + p * IS, y + p * IS, IS, (float)a, (float)(bias[c] - mean[c] * a));
-        }
-        return IR_OK;
-    }
-    const double mom = ir_attr_float(k->node, "momentum", 0.9f);
-    float *run_mean = k->n_out > 1 ? k->out[1].data : NULL;
-    float *run_var = k->n_out > 2 ? k->out[2].data : NULL;
-    float *saved_mean = k->n_out > 3 ? k->out[3].data : NULL;
-    float *saved_var = k->n_out > 4 ? k->out[4].data : NULL;
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        double s = 0, q = 0, cnt = (double)(N * IS);
-        for (int64_t bn = 0; bn < N; bn++) {
-            const float *xp = x + (bn * C + c) * IS;
-            for (int64_t i = 0; i < IS; i++) s += xp[i];
-        }
-        double m = cnt > 0 ? s / cnt : 0;
-        for (int64_t bn = 0; bn < N; bn++) {
-            const float *xp = x + (bn * C + c) * IS;
-            for (int64_t i = 0; i < IS; i++) q += ((double)xp[i] - m) * ((double)xp[i] - m);
-        }
-        double v = cnt > 0 ? q / cnt : 0, a = scale[c] / sqrt(v + eps);
-        for (int64_t bn = 0; bn < N; bn++)
-            scale_shift(x + (bn * C + c) * IS, y + (bn * C + c) * IS, IS, (float)a,
-                        (float)(bias[c] - m * a));
-        if (run_mean) run_mean[c] = (float)(mean[c] * mom + m * (1 - mom));
-        if (run_var) run_var[c] = (float)(var[c] * mom + v * (1 - mom));
-        if (saved_mean) saved_mean[c] = (float)m;
-        if (saved_var) saved_var[c] = (float)v;
-    }
-    return IR_OK;
-}
-
 /* ---------------------------------------------------------------- LayerNormalization */
-
-/* One row: y = (x - mean) * inv * scale + bias, scale/bias broadcast when *1 is set. */
-IR_HOT_CLONES static void ln_row(const float *restrict x, float *restrict y, int64_t n,
-                                 const float *restrict sc, bool sc1, const float *restrict b,
-                                 bool b1, double eps, float *mean_out, float *inv_out) {
-    float s = 0, q = 0;
-    IR_SIMD_REDUCE(+ : s)
-    for (int64_t i = 0; i < n; i++) s += x[i];
-    const float m = n ? s / (float)n : 0;
-    IR_SIMD_REDUCE(+ : q)
-    for (int64_t i = 0; i < n; i++) q += (x[i] - m) * (x[i] - m);
-    const float inv = (float)(1.0 / sqrt((n ? q / (float)n : 0) + eps));
-    if (!sc1 && b && !b1) {
-        for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * inv * sc[i] + b[i];
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = (x[i] - m) * inv * sc[sc1 ? 0 : i] + (b ? b[b1 ? 0 : i] : 0.0f);
-    }
-    *mean_out = m;
-    *inv_out = inv;
-}
 
 /* Rows are X.shape[:axis] flattened; each row of `inner` values is normalized. */
 static ir_status ln_axis(const ir_shape *xs, const ir_node *n, int *axis, ir_diag *d) {
@@ -230,34 +151,6 @@ static double ln_flops(const ir_graph *g, const ir_node *n) {
     return 7.0 * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
-static ir_status ln_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
-    int axis = 0;
-    if (st || (st = ln_axis(&k->in[0].shape, k->node, &axis, k->diag))) return st;
-    for (int i = 1; i < k->n_out; i++)
-        if (k->out[i].data && k->out[i].dtype != IR_F32)
-            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node, "stash_type must be float");
-    const int64_t numel = ir_tensor_numel(&k->in[0]);
-    int64_t inner = 1;
-    for (int i = axis; i < k->in[0].shape.rank; i++) inner *= k->in[0].shape.dims[i];
-    const int64_t rows = inner ? numel / inner : 0;
-    const float *x = k->in[0].data, *sc = k->in[1].data;
-    const float *b = k->n_in > 2 ? k->in[2].data : NULL;
-    const bool sc1 = ir_tensor_numel(&k->in[1]) == 1 && inner != 1,
-               b1 = b && ir_tensor_numel(&k->in[2]) == 1 && inner != 1;
-    float *y = k->out[0].data;
-    float *mo = k->n_out > 1 ? k->out[1].data : NULL, *io = k->n_out > 2 ? k->out[2].data : NULL;
-    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        float m, inv;
-        ln_row(x + r * inner, y + r * inner, inner, sc, sc1, b, b1, eps, &m, &inv);
-        if (mo) mo[r] = m;
-        if (io) io[r] = inv;
-    }
-    return IR_OK;
-}
-
 /* ---------------------------------------------------------------- InstanceNormalization */
 
 static ir_status in_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -265,25 +158,6 @@ static ir_status in_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_status st = check_channel_inputs(g, n, 3, 3, d);
     if (st) return st;
     ir_set_out(g, n, 0, x->dtype, &x->shape);
-    return IR_OK;
-}
-
-static ir_status in_kernel(const ir_kernel_ctx *k) {
-    ir_status st = ir_check_f32(k);
-    if (st) return st;
-    const ir_shape *xs = &k->in[0].shape;
-    const int64_t NC = xs->dims[0] * xs->dims[1], numel = ir_tensor_numel(&k->in[0]);
-    const int64_t IS = NC ? numel / NC : 0, C = xs->dims[1];
-    const float *x = k->in[0].data, *sc = k->in[1].data, *b = k->in[2].data;
-    float *y = k->out[0].data;
-    const double eps = ir_attr_float(k->node, "epsilon", 1e-5f);
-    IR_PARALLEL_FOR(numel >= IR_PAR_MIN)
-    for (int64_t p = 0; p < NC; p++) {
-        double m, v;
-        mean_var(x + p * IS, IS, &m, &v);
-        double a = sc[p % C] / sqrt(v + eps);
-        scale_shift(x + p * IS, y + p * IS, IS, (float)a, (float)(b[p % C] - m * a));
-    }
     return IR_OK;
 }
 
@@ -324,51 +198,35 @@ static double sm_flops(const ir_graph *g, const ir_node *n) {
     return 4.0 * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
-/* One softmax line of len values `stride` apart (inlined into the two wrappers below so that the
- * contiguous case vectorizes). */
-static inline __attribute__((always_inline)) void
-softmax_line(const float *restrict x, float *restrict y, int64_t len, int64_t stride, bool log_sm) {
-    float mx = -INFINITY, sum = 0;
-    IR_SIMD_REDUCE(max : mx)
-    for (int64_t i = 0; i < len; i++) mx = x[i * stride] > mx ? x[i * stride] : mx;
-    /* separate map and sum loops: fused, GCC leaves the exp loop scalar */
-    IR_SIMD for (int64_t i = 0; i < len; i++) y[i * stride] = exp_approx(x[i * stride] - mx);
-    IR_SIMD_REDUCE(+ : sum)
-    for (int64_t i = 0; i < len; i++) sum += y[i * stride];
-    if (log_sm) {
-        const float lse = mx + logf(sum);
-        for (int64_t i = 0; i < len; i++) y[i * stride] = x[i * stride] - lse;
-        return;
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < len; i++) y[i * stride] *= inv;
-}
+#define IR_TMPL "ops-norm-kern.h"
+#include "ir-float-tmpl.h"
 
-IR_HOT_CLONES static void softmax_row(const float *x, float *y, int64_t len, bool log_sm) {
-    softmax_line(x, y, len, 1, log_sm);
+static ir_status bn_kernel(const ir_kernel_ctx *k) {
+    IR_KERNEL_BY_FLOAT(k, bn_kernel);
 }
-IR_HOT_CLONES static void softmax_strided(const float *x, float *y, int64_t len, int64_t stride,
-                                          bool log_sm) {
-    softmax_line(x, y, len, stride, log_sm);
+/* X, Scale and B share X's dtype; Mean and InvStdDev have the stash type, which ONNX defaults to
+ * float32 whatever X is. */
+static ir_status ln_kernel(const ir_kernel_ctx *k) {
+    const ir_dtype t = k->in[0].dtype;
+    bool ok = t == IR_F32 || t == IR_F64;
+    for (int i = 1; i < k->n_in; i++) ok = ok && (!k->in[i].data || k->in[i].dtype == t);
+    for (int i = 1; i < k->n_out; i++)
+        ok = ok && (!k->out[i].data || k->out[i].dtype == IR_F32 || k->out[i].dtype == IR_F64);
+    if (!ok)
+        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                            "the CPU kernel runs X, Scale and B of one dtype, float32 or float64, "
+                            "with a float32 or float64 stash_type; X is %s",
+                            ir_dtype_name(t));
+    return t == IR_F64 ? ln_kernel_f64(k) : ln_kernel_f32(k);
 }
-
+static ir_status in_kernel(const ir_kernel_ctx *k) {
+    IR_KERNEL_BY_FLOAT(k, in_kernel);
+}
 static ir_status sm_run(const ir_kernel_ctx *k, bool log_sm) {
-    int64_t outer, len, inner;
-    ir_status st = ir_check_f32(k);
-    if (st ||
-        (st = ir_softmax_split(k->graph, k->node, &k->in[0].shape, &outer, &len, &inner, k->diag)))
-        return st;
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
-    IR_PARALLEL_FOR(outer * len * inner >= IR_PAR_MIN)
-    for (int64_t r = 0; r < outer * inner; r++) {
-        int64_t base = (r / inner) * len * inner + r % inner;
-        if (inner == 1)
-            softmax_row(x + base, y + base, len, log_sm);
-        else
-            softmax_strided(x + base, y + base, len, inner, log_sm);
-    }
-    return IR_OK;
+    ir_dtype t;
+    ir_status st = ir_kernel_float(k, &t);
+    if (st) return st;
+    return t == IR_F64 ? sm_run_f64(k, log_sm) : sm_run_f32(k, log_sm);
 }
 
 static ir_status softmax_kernel(const ir_kernel_ctx *k) {

@@ -5,10 +5,11 @@
  * the output shape. Reductions run for every numeric dtype because constant folding pushes shape
  * arithmetic through them: integers accumulate exactly in int64, floats in double.
  *
- * Two paths: float32 inputs whose reduced dims are one contiguous block ([outer, R, inner]) run
- * a fast loop, parallel over `outer`; everything else (other dtypes, scattered axes, empty
- * reductions) walks the input once with an odometer and accumulates into the output, which is
- * exact for int64 and double, and accumulates in float for float32. */
+ * Two paths: float32 and float64 inputs whose reduced dims are one contiguous block ([outer, R,
+ * inner]) run a fast loop (one template, ops-reduce-kern.h), parallel over `outer`; everything else
+ * (other dtypes, scattered axes, empty reductions) walks the input once with an odometer and
+ * accumulates into the output, which is exact for int64 and double, and accumulates in float for
+ * float32. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -93,86 +94,8 @@ static double reduce_flops(const ir_graph *g, const ir_node *n) {
     return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
-/* Reduces R contiguous floats (R >= 1): vectorized float partial sums over blocks of 4096,
- * combined in double so long rows keep their precision. */
-IR_HOT_CLONES static float reduce_row(rop op, const float *restrict x, int64_t R) {
-    double acc = op == R_PROD ? 1 : 0;
-    float mx = x[0], mn = x[0];
-    for (int64_t b0 = 0; b0 < R; b0 += 4096) {
-        const int64_t e = b0 + 4096 < R ? b0 + 4096 : R;
-        float s = op == R_PROD ? 1.0f : 0.0f;
-        switch (op) {
-        case R_SUM:
-        case R_MEAN:
-            IR_SIMD_REDUCE(+ : s)
-            for (int64_t r = b0; r < e; r++) s += x[r];
-            break;
-        case R_L2:
-            IR_SIMD_REDUCE(+ : s)
-            for (int64_t r = b0; r < e; r++) s += x[r] * x[r];
-            break;
-        case R_PROD:
-            IR_SIMD_REDUCE(* : s)
-            for (int64_t r = b0; r < e; r++) s *= x[r];
-            break;
-        case R_MAX:
-            IR_SIMD_REDUCE(max : mx)
-            for (int64_t r = b0; r < e; r++) mx = x[r] > mx ? x[r] : mx;
-            break;
-        case R_MIN:
-            IR_SIMD_REDUCE(min : mn)
-            for (int64_t r = b0; r < e; r++) mn = x[r] < mn ? x[r] : mn;
-            break;
-        }
-        acc = op == R_PROD ? acc * s : acc + s;
-    }
-    switch (op) {
-    case R_MEAN: return (float)(acc / (double)R);
-    case R_L2: return (float)sqrt(acc);
-    case R_MAX: return mx;
-    case R_MIN: return mn;
-    default: return (float)acc;
-    }
-}
-
-/* The fast float32 path over [outer, R, inner]; R >= 1. */
-static void reduce_f32(rop op, const float *x, float *y, int64_t outer, int64_t R, int64_t inner) {
-    IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
-    for (int64_t o = 0; o < outer; o++) {
-        const float *xo = x + o * R * inner;
-        float *yo = y + o * inner;
-        if (inner == 1) {
-            yo[0] = reduce_row(op, xo, R);
-            continue;
-        }
-        for (int64_t i = 0; i < inner; i++) yo[i] = op == R_L2 ? xo[i] * xo[i] : xo[i];
-        for (int64_t r = 1; r < R; r++) {
-            const float *xr = xo + r * inner;
-            switch (op) {
-            case R_SUM:
-            case R_MEAN:
-                for (int64_t i = 0; i < inner; i++) yo[i] += xr[i];
-                break;
-            case R_L2:
-                for (int64_t i = 0; i < inner; i++) yo[i] += xr[i] * xr[i];
-                break;
-            case R_PROD:
-                for (int64_t i = 0; i < inner; i++) yo[i] *= xr[i];
-                break;
-            case R_MAX:
-                for (int64_t i = 0; i < inner; i++) yo[i] = xr[i] > yo[i] ? xr[i] : yo[i];
-                break;
-            case R_MIN:
-                for (int64_t i = 0; i < inner; i++) yo[i] = xr[i] < yo[i] ? xr[i] : yo[i];
-                break;
-            }
-        }
-        if (op == R_MEAN)
-            for (int64_t i = 0; i < inner; i++) yo[i] /= (float)R;
-        if (op == R_L2)
-            for (int64_t i = 0; i < inner; i++) yo[i] = sqrtf(yo[i]);
-    }
-}
+#define IR_TMPL "ops-reduce-kern.h"
+#include "ir-float-tmpl.h"
 
 /* a = a (op) v for an accumulator of any arithmetic type (int64 or double). */
 #define ACCUMULATE(op, a, v)                                                                       \
@@ -272,8 +195,11 @@ static ir_status reduce_run(const ir_kernel_ctx *k, rop op) {
         else
             inner *= dim;
     }
-    if (x->dtype == IR_F32 && contiguous && R > 0 && ir_tensor_numel(x) > 0)
-        reduce_f32(op, x->data, y->data, outer, R, inner);
+    const bool fast = contiguous && R > 0 && ir_tensor_numel(x) > 0;
+    if (fast && x->dtype == IR_F32)
+        reduce_fast_f32(op, x->data, y->data, outer, R, inner);
+    else if (fast && x->dtype == IR_F64)
+        reduce_fast_f64(op, x->data, y->data, outer, R, inner);
     else
         reduce_generic(op, x, y, mask);
     return IR_OK;

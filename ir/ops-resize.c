@@ -8,7 +8,8 @@
  * exactly resize_workspace() bytes), then fills output rows (all dims but the last) in
  * parallel. Source coordinates are clamped to [0, in-1], which equals ONNX's edge padding.
  * Below opset 11 the inputs are (X, scales) with asymmetric coordinates and floor rounding,
- * as Resize-10 behaves. The kernel runs float32. */
+ * as Resize-10 behaves. The kernel runs float32 and float64 (ops-resize-kern.h), with its weights
+ * in its own dtype. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -129,15 +130,15 @@ static double resize_flops(const ir_graph *g, const ir_node *n) {
     return ra.linear ? 3.0 * outs * ir_node_in(g, n, 0)->shape.rank : 0;
 }
 
-/* Per output coordinate: two int64 source indices and a float weight. */
-size_t ir_resize_tab_bytes(const ir_shape *os) {
+/* Per output coordinate: two int64 source indices and a weight of the kernel's dtype. */
+size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t) {
     int64_t tot = 0;
     for (int i = 0; i < os->rank; i++) tot += os->dims[i];
-    return (size_t)tot * (2 * sizeof(int64_t) + sizeof(float));
+    return (size_t)tot * (2 * sizeof(int64_t) + (t == IR_F64 ? sizeof(double) : sizeof(float)));
 }
 
 static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
-    return ir_resize_tab_bytes(&ir_node_out(g, n, 0)->shape);
+    return ir_resize_tab_bytes(&ir_node_out(g, n, 0)->shape, ir_node_in(g, n, 0)->dtype);
 }
 
 /* Source coordinate of output coordinate xo along a dim resized from `in` to `out`. */
@@ -176,9 +177,11 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
         base[i] = tot;
         tot += os->dims[i];
     }
-    IR_ASSERT(k->workspace_bytes >= ir_resize_tab_bytes(os));
+    const bool f64 = k->in[0].dtype == IR_F64;
+    IR_ASSERT(k->workspace_bytes >= ir_resize_tab_bytes(os, k->in[0].dtype));
     int64_t *i0 = t->i0 = k->workspace, *i1 = t->i1 = i0 + tot;
-    float *w = t->w = (float *)(i1 + tot);
+    float *w = t->w = f64 ? NULL : (float *)(i1 + tot);
+    double *w64 = t->w64 = f64 ? (double *)(i1 + tot) : NULL;
     t->linear = ra.linear;
     ir_shape_strides(is, istr);
     for (int dd = 0; dd < r; dd++) {
@@ -187,12 +190,12 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
         for (int64_t xo = 0; xo < out; xo++) {
             double xs = src_coord(ra.ctm, (double)xo, scale, in, out);
             int64_t a, b;
-            float wt = 0;
+            double wt = 0;
             if (ra.linear) {
                 xs = xs < 0 ? 0 : xs > (double)(in - 1) ? (double)(in - 1) : xs;
                 a = (int64_t)floor(xs);
                 b = a + 1 < in ? a + 1 : in - 1;
-                wt = (float)(xs - (double)a);
+                wt = xs - (double)a;
             } else {
                 a = round_nearest(ra.rnd, xs);
                 a = a < 0 ? 0 : a >= in ? in - 1 : a;
@@ -200,61 +203,25 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
             }
             i0[base[dd] + xo] = a * istr[dd];
             i1[base[dd] + xo] = b * istr[dd];
-            w[base[dd] + xo] = wt;
+            if (w)
+                w[base[dd] + xo] = (float)wt;
+            else
+                w64[base[dd] + xo] = wt;
         }
     }
     return IR_OK;
 }
 
+#define IR_TMPL "ops-resize-kern.h"
+#include "ir-float-tmpl.h"
+
+/* The dtype is X's alone: scales, an input too, may be float32 under a float64 X. */
 static ir_status resize_kernel(const ir_kernel_ctx *k) {
-    if (k->in[0].dtype != IR_F32)
-        return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
-                            "the CPU kernel runs float32 only, not %s",
-                            ir_dtype_name(k->in[0].dtype));
-    const ir_shape *is = &k->in[0].shape, *os = &k->out[0].shape;
-    const int r = is->rank;
-    ir_resize_tab tab;
-    ir_status st = ir_resize_tabulate(k, is, os, &tab);
-    if (st) return st;
-    const int64_t *i0 = tab.i0, *i1 = tab.i1, *base = tab.base;
-    const float *w = tab.w;
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
-    const int64_t ow = os->dims[r - 1], rows = ow ? ir_tensor_numel(&k->out[0]) / ow : 0;
-    const int64_t *l0 = i0 + base[r - 1], *l1 = i1 + base[r - 1];
-    const float *lw = w + base[r - 1];
-    const int nc = tab.linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
-    IR_PARALLEL_FOR(rows * ow * nc >= IR_PAR_MIN)
-    for (int64_t row = 0; row < rows; row++) {
-        int64_t idx[IR_MAX_RANK], rem = row;
-        for (int dd = r - 2; dd >= 0; dd--) {
-            idx[dd] = rem % os->dims[dd];
-            rem /= os->dims[dd];
-        }
-        float *yr = y + row * ow;
-        if (!tab.linear) {
-            int64_t off = 0;
-            for (int dd = 0; dd < r - 1; dd++) off += i0[base[dd] + idx[dd]];
-            for (int64_t xo = 0; xo < ow; xo++) yr[xo] = x[off + l0[xo]];
-            continue;
-        }
-        for (int64_t xo = 0; xo < ow; xo++) yr[xo] = 0;
-        for (int c = 0; c < nc; c++) {
-            float cw = 1;
-            int64_t off = 0;
-            for (int dd = 0; dd < r - 1; dd++) {
-                int64_t t = base[dd] + idx[dd];
-                bool hi = (c >> dd) & 1;
-                cw *= hi ? w[t] : 1 - w[t];
-                off += hi ? i1[t] : i0[t];
-            }
-            if (cw == 0) continue;
-            const float *src = x + off;
-            for (int64_t xo = 0; xo < ow; xo++)
-                yr[xo] += cw * (src[l0[xo]] * (1 - lw[xo]) + src[l1[xo]] * lw[xo]);
-        }
-    }
-    return IR_OK;
+    ir_dtype t = k->in[0].dtype;
+    if (t == IR_F32) return resize_kernel_f32(k);
+    if (t == IR_F64) return resize_kernel_f64(k);
+    return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                        "the CPU kernel runs float32 and float64, not %s", ir_dtype_name(t));
 }
 
 /* ---------------------------------------------------------------- dims */

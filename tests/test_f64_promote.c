@@ -141,6 +141,26 @@ static void test_attributes(void **state) {
     assert_true(*(const double *)ir_blob_data(v->t_blob) == 0.0);
     assert_int_equal(find_attr(f, 7, "stash_type")->i, 11);
     assert_int_equal(find_attr(f, 8, "dtype")->i, IR_F64);
+    /* both run, to the same values: the float64 kernels of Cast, Constant, ConstantOfShape,
+     * LayerNormalization and FissionBuffer */
+    int64_t xv[6] = {1, -2, 3, 7, 5, -6};
+    rt_binding b = {.value = x, .dtype = IR_I64, .shape = s, .data = xv};
+    rt_result r32 = {0}, r64 = {0};
+    ir_diag d = {{0}};
+    if (rt_run(g, &b, 1, NULL, &r32, &d) != IR_OK) fail_msg("float32: %s", d.msg);
+    if (rt_run(f, &b, 1, NULL, &r64, &d) != IR_OK) fail_msg("float64: %s", d.msg);
+    for (int i = 0; i < r32.n_outputs; i++) {
+        const ir_tensor *a = &r32.outputs[i], *o = &r64.outputs[i];
+        assert_int_equal(o->dtype, ir_dtype_is_float(a->dtype) ? IR_F64 : a->dtype);
+        for (int64_t k = 0; k < ir_shape_numel(&a->shape); k++) {
+            double u = ir_load_f64(a->data, a->dtype, k), v = ir_load_f64(o->data, o->dtype, k);
+            if (!(fabs(u - v) <= 1e-6 * fmax(1, fabs(v))))
+                fail_msg("output %d element %lld: float32 %.9g, float64 %.9g", i, (long long)k, u,
+                         v);
+        }
+    }
+    rt_result_free(&r32);
+    rt_result_free(&r64);
     /* the original keeps its float32 attributes */
     assert_int_equal(find_attr(g, 0, "to")->i, 1);
     assert_null(find_attr(g, 7, "stash_type"));
