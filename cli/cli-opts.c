@@ -75,9 +75,12 @@ static const opt_def defs[] = {
     {CLI_OPT_MODEL, "model", 0, "PATH",
      "the model, when it is no longer at the path the checkpoint recorded (its content must be"
      " the same)"},
-    {CLI_OPT_ATOL, "atol", 0, "X",
-     "an output also agrees when the root mean square of its difference is at most X, for"
-     " outputs that are zero but for rounding (default: 0, the relative error alone)"},
+    {CLI_OPT_CHECK, "rtol", 0, "X",
+     "an output passes when its error against the float64 run is at most X times its norm"
+     " (floored at 1e-6 of the largest output of its kind; default: 1e-4)"},
+    {CLI_OPT_CHECK, "k", 0, "X",
+     "an output also passes when its error is at most X times the original's own float32"
+     " error against the float64 run (default: 10; 0: --rtol alone)"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -287,14 +290,18 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --model: empty file name", cmd->name);
         o->model = val;
         return CLI_EXIT_OK;
-    case CLI_OPT_ATOL: {
+    case CLI_OPT_CHECK: {
         char *end = NULL;
         errno = 0;
         double v = strtod(val, &end);
-        if (!*val || *end || errno || !isfinite(v) || v < 0)
-            return cli_fail(CLI_EXIT_USAGE, "%s: --atol '%s': expected a non-negative number",
-                            cmd->name, val);
-        o->atol = v;
+        bool rtol = !strcmp(od->lng, "rtol");
+        if (!*val || *end || errno || !isfinite(v) || v < 0 || (rtol && v == 0))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --%s '%s': expected a %s number", cmd->name,
+                            od->lng, val, rtol ? "positive" : "non-negative");
+        if (rtol)
+            o->rtol = v;
+        else
+            o->k = v;
         return CLI_EXIT_OK;
     }
     case CLI_OPT_SEARCH:
@@ -390,6 +397,7 @@ int cli_opts_parse(const cli_cmd *cmd, int argc, char **argv, cli_opts *o) {
     memset(o, 0, sizeof *o);
     o->top = -1;
     o->repeat = 0;
+    o->rtol = o->k = -1;
     /* Upper bounds: one entry per argument, and one data name per ',' besides. */
     size_t n = (size_t)argc + 1, n_data = n;
     for (int i = 0; i < argc; i++)

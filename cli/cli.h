@@ -50,7 +50,7 @@ enum cli_opt_mask {
     CLI_OPT_BUDGET = 1u << 14,
     CLI_OPT_CHECKPOINT = 1u << 15, /* --checkpoint FILE, --checkpoint-every T */
     CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
-    CLI_OPT_ATOL = 1u << 17,       /* --atol X (verify) */
+    CLI_OPT_CHECK = 1u << 17,      /* --rtol X, --k X (verify: rt-check.h's criterion) */
 };
 
 typedef struct cli_input {
@@ -86,7 +86,7 @@ typedef struct cli_opts {
     bool quiet;
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */
-    double atol;                               /* --atol (verify): 0 when not given */
+    double rtol, k; /* --rtol, --k (verify): -1 when not given (rt-check.h's defaults) */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;

@@ -1,67 +1,18 @@
-/* cmd-verify.c - `magpie verify ORIGINAL OPTIMIZED`: runs both graphs on the CPU executor on the
- * same inputs (the -i files, bound by input name in both; unbound data inputs and weights
- * without values drawn from --seed and the tensor's name, so both graphs get the same values)
- * and compares every output of the original with the optimized graph's output of the same
- * name: the relative error of DESIGN.md (float64, ||a-b|| / max(||b||, 1e-12)), exact equality
- * for integer and boolean outputs. Exit 0 when every output agrees within 1e-4, else 3. With
+/* cmd-verify.c - `magpie verify ORIGINAL OPTIMIZED`: runs the original in float32 and in float64
+ * and the optimized graph in float32 on the CPU executor, on the same inputs (the -i files, bound
+ * by input name in both; unbound data inputs and weights without values drawn from --seed and
+ * the tensor's name, so all three runs get the same values), and judges every output of the
+ * optimized graph against the float64 run of the original's output of the same name with
+ * rt-check.h's criterion (--rtol, --k): it passes when it is as accurate as the original's own
+ * float32 run, within a factor k, or within rtol of the exact result. Integer and boolean
+ * outputs must equal the original's exactly. Exit 0 when every output passes, else 3. With
  * --train the original is built as a training graph (the optimized file already is one). */
 #include "cli.h"
-#include "rt.h"
+#include "rt-check.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TOLERANCE 1e-4
-
-static double to_f64(ir_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case IR_F32: return ((const float *)p)[i];
-    case IR_F64: return ((const double *)p)[i];
-    case IR_I64: return (double)((const int64_t *)p)[i];
-    case IR_I32: return ((const int32_t *)p)[i];
-    case IR_I8: return ((const int8_t *)p)[i];
-    case IR_U8: return ((const uint8_t *)p)[i];
-    case IR_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return NAN;
-    }
-}
-
-/* How far a is from the reference b: the relative error ||a - b|| / ||b|| and the root mean
- * square of a - b (*rms). Both INFINITY on a dtype or shape mismatch or an unequal integer or
- * half-precision output. */
-static double rel_error(const ir_tensor *a, const ir_tensor *b, double *rms) {
-    *rms = INFINITY;
-    if (a->dtype != b->dtype || !ir_shape_eq(&a->shape, &b->shape)) return INFINITY;
-    int64_t n = ir_shape_numel(&a->shape);
-    if (a->dtype == IR_F16 || a->dtype == IR_BF16) { /* compared bytewise: rewrites are exact */
-        if (memcmp(a->data, b->data, (size_t)n * ir_dtype_size(a->dtype))) return INFINITY;
-        *rms = 0;
-        return 0;
-    }
-    bool exact = a->dtype != IR_F32 && a->dtype != IR_F64;
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = to_f64(a->dtype, a->data, i), y = to_f64(b->dtype, b->data, i);
-        if (exact && x != y) return INFINITY;
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    if (isnan(num)) return INFINITY;
-    *rms = n ? sqrt(num / (double)n) : 0;
-    return sqrt(num) / fmax(sqrt(den), 1e-12);
-}
-
-/* An output agrees within the relative tolerance, or (--atol) when its difference is below
- * an absolute one: the gradient of a key's bias in attention is zero but for rounding (softmax
- * ignores a constant added to a row), so its relative error compares noise with noise. */
-typedef struct out_error {
-    double rel, rms; /* rel_error's */
-} out_error;
-
-static bool agrees(out_error e, double atol) {
-    return e.rel <= TOLERANCE || (atol > 0 && e.rms <= atol);
-}
 
 static bool is_bindable(const ir_value *v) {
     return (v->flags & (IR_VF_INPUT | IR_VF_INITIALIZER)) != 0;
@@ -94,17 +45,48 @@ static int bind(const char *model, const ir_graph *g, const cli_opts *o, const c
     return CLI_EXIT_OK;
 }
 
+/* The text line of one output: its error, the original's, and the bound they are judged by. */
+static void print_output(const char *name, const rt_out_check *c) {
+    if (c->exact) {
+        printf("  %-32s %s%s\n", name, c->pass ? "equal" : "differs", c->pass ? "" : "  MISMATCH");
+        return;
+    }
+    if (c->why && strcmp(c->why, "not finite")) {
+        printf("  %-32s %s  MISMATCH\n", name, c->why);
+        return;
+    }
+    printf("  %-32s error %.3g, original's %.3g, bound %.3g (norm %.3g)%s\n", name, c->err_opt,
+           c->err_orig, c->bound, c->ref_norm, c->pass ? "" : "  MISMATCH");
+}
+
+static void json_output(cli_json *j, const char *name, const rt_out_check *c) {
+    cli_json_obj_begin(j);
+    cli_json_kv_str(j, "name", name);
+    cli_json_kv_str(j, "kind", rt_output_kind_name(c->kind));
+    /* null where a mismatch (missing, dtype, shape, unequal integers) leaves nothing to measure */
+    cli_json_kv_num(j, "error", c->err_opt);
+    cli_json_kv_num(j, "original_error", c->err_orig);
+    cli_json_kv_num(j, "reference_norm", c->ref_norm);
+    cli_json_kv_num(j, "scale", c->scale);
+    cli_json_kv_num(j, "bound", c->bound);
+    if (c->why) cli_json_kv_str(j, "mismatch", c->why);
+    cli_json_kv_bool(j, "agrees", c->pass);
+    cli_json_obj_end(j);
+}
+
 int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
     (void)cmd;
     const char *p_orig = o->pos[0], *p_opt = o->pos[1];
     int code = CLI_EXIT_INTERNAL;
     ir_graph *ga = NULL, *gb = NULL;
-    rt_result ra = {0}, rb = {0};
+    rt_result ra = {0}, ra64 = {0}, rb = {0};
     size_t ni = (size_t)o->n_inputs + 1;
     const char **names = calloc(ni, sizeof *names);
     ir_blob **blobs = calloc(ni, sizeof *blobs);
     rt_binding *ba = calloc(ni, sizeof *ba), *bb = calloc(ni, sizeof *bb);
-    out_error *err = NULL;
+    rt_out_check *res = NULL;
+    const ir_tensor **opt = NULL;
+    const char **out_names = NULL;
     if (!names || !blobs || !ba || !bb) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
@@ -130,7 +112,7 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         goto out;
     rt_options ro = {.seed = o->seed, .fill_missing_data = true};
     ir_diag d = {{0}};
-    ir_status st = rt_run(ga, ba, o->n_inputs, &ro, &ra, &d);
+    ir_status st = rt_run_reference(ga, ba, o->n_inputs, &ro, &ra, &ra64, &d);
     if (st != IR_OK) {
         code = cli_fail_ir(st, &d, p_orig);
         goto out;
@@ -139,21 +121,28 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         code = cli_fail_ir(st, &d, p_opt);
         goto out;
     }
-    err = calloc((size_t)ga->n_outputs + 1, sizeof *err);
-    if (!err) {
+    size_t no = (size_t)ga->n_outputs + 1;
+    res = calloc(no, sizeof *res);
+    opt = calloc(no, sizeof *opt);
+    out_names = calloc(no, sizeof *out_names);
+    if (!res || !opt || !out_names) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
-    bool ok = true;
-    double worst = 0;
     for (int i = 0; i < ga->n_outputs; i++) {
-        const char *name = ga->values[ga->outputs[i]].name;
-        int k = 0;
-        while (k < gb->n_outputs && strcmp(gb->values[gb->outputs[k]].name, name)) k++;
-        err[i] = (out_error){INFINITY, INFINITY}; /* no output of that name */
-        if (k < gb->n_outputs) err[i].rel = rel_error(&rb.outputs[k], &ra.outputs[i], &err[i].rms);
-        if (!agrees(err[i], o->atol)) ok = false;
-        worst = fmax(worst, err[i].rel);
+        out_names[i] = ga->values[ga->outputs[i]].name;
+        for (int k = 0; k < gb->n_outputs && !opt[i]; k++)
+            if (!strcmp(gb->values[gb->outputs[k]].name, out_names[i])) opt[i] = &rb.outputs[k];
+    }
+    rt_check_opts co = {.rtol = o->rtol, .k = o->k};
+    bool ok = rt_check_outputs(ga->n_outputs, out_names, opt, ra.outputs, ra64.outputs, &co, res);
+    /* the worst output: the largest error over its bound */
+    double worst = 0;
+    int worst_i = -1;
+    for (int i = 0; i < ga->n_outputs; i++) {
+        const rt_out_check *c = &res[i];
+        double r = c->why ? INFINITY : c->exact ? 0 : c->err_opt / fmax(c->bound, 1e-300);
+        if (worst_i < 0 || r > worst) worst = r, worst_i = i;
     }
     if (o->json) {
         cli_json j;
@@ -162,23 +151,17 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         cli_json_kv_str(&j, "original", p_orig);
         cli_json_kv_str(&j, "optimized", p_opt);
         cli_json_kv_bool(&j, "match", ok);
-        cli_json_kv_num(&j, "tolerance", TOLERANCE);
-        cli_json_kv_num(&j, "atol", o->atol);
-        cli_json_kv_num(&j, "max_relative_error", worst);
+        cli_json_kv_str(&j, "reference", "float64");
+        cli_json_kv_num(&j, "rtol", co.rtol > 0 ? co.rtol : RT_CHECK_RTOL);
+        cli_json_kv_num(&j, "k", co.k >= 0 ? co.k : RT_CHECK_K);
+        /* the worst output's error over its bound: at most 1 when all agree */
+        cli_json_kv_num(&j, "worst_error_over_bound", worst);
         cli_json_kv_uint(&j, "original_peak_bytes", ra.peak_bytes);
         cli_json_kv_uint(&j, "optimized_peak_bytes", rb.peak_bytes);
         cli_json_kv_uint(&j, "optimized_peak_host_bytes", rb.peak_host_bytes);
         cli_json_key(&j, "outputs");
         cli_json_arr_begin(&j);
-        for (int i = 0; i < ga->n_outputs; i++) {
-            cli_json_obj_begin(&j);
-            cli_json_kv_str(&j, "name", ga->values[ga->outputs[i]].name);
-            /* null: missing, mismatched or unequal */
-            cli_json_kv_num(&j, "relative_error", err[i].rel);
-            cli_json_kv_num(&j, "rms_error", err[i].rms);
-            cli_json_kv_bool(&j, "agrees", agrees(err[i], o->atol));
-            cli_json_obj_end(&j);
-        }
+        for (int i = 0; i < ga->n_outputs; i++) json_output(&j, out_names[i], &res[i]);
         cli_json_arr_end(&j);
         cli_json_obj_end(&j);
         cli_json_finish(&j);
@@ -187,16 +170,28 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         printf("peak         original %s, optimized %s\n",
                cli_fmt_bytes(ra.peak_bytes, b1, sizeof b1),
                cli_fmt_bytes(rb.peak_bytes, b2, sizeof b2));
-        for (int i = 0; i < ga->n_outputs; i++)
-            printf("  %-32s relative error %.3g, rms %.3g%s\n", ga->values[ga->outputs[i]].name,
-                   err[i].rel, err[i].rms, agrees(err[i], o->atol) ? "" : "  MISMATCH");
+        printf("errors against the original in float64 (L2 norms; bound = max(rtol * norm, k * "
+               "original's error))\n");
+        for (int i = 0; i < ga->n_outputs; i++) print_output(out_names[i], &res[i]);
         printf("%s\n", ok ? "match" : "mismatch");
     }
-    if (!ok) fprintf(stderr, "magpie: verify: outputs differ (largest relative error %g)\n", worst);
+    if (!ok && worst_i >= 0) {
+        const rt_out_check *c = &res[worst_i];
+        if (c->why)
+            fprintf(stderr, "magpie: verify: outputs differ (output '%s': %s)\n",
+                    out_names[worst_i], c->why);
+        else
+            fprintf(stderr,
+                    "magpie: verify: outputs differ (output '%s': error %.3g, bound %.3g)\n",
+                    out_names[worst_i], c->err_opt, c->bound);
+    }
     code = ok ? CLI_EXIT_OK : CLI_EXIT_LIMIT;
 out:
-    free(err);
+    free(res);
+    free(opt);
+    free(out_names);
     rt_result_free(&ra);
+    rt_result_free(&ra64);
     rt_result_free(&rb);
     for (int k = 0; blobs && k < o->n_inputs; k++) ir_blob_unref(blobs[k]);
     free(blobs);

@@ -127,15 +127,17 @@ static const cli_cmd cmds[] = {
         .name = "verify",
         .args = "ORIGINAL.onnx OPTIMIZED.onnx",
         .summary = "run a model and its optimized plan on the same inputs and compare outputs",
-        .details = "Runs both on the CPU executor with the same inputs (-i files bound by name;\n"
-                   "unbound inputs and weights without values are drawn from --seed and the\n"
-                   "tensor's name) and reports each output's relative error and both measured\n"
-                   "peaks. Exit 0 when every output agrees within 1e-4 (or, with --atol X, when\n"
-                   "the root mean square of its difference is at most X), 3 otherwise. With\n"
-                   "--train the original is built as a training graph; the optimized file\n"
-                   "already is one.",
+        .details = "Runs the original in float32 and in float64 and the plan in float32 on the\n"
+                   "CPU executor with the same inputs (-i files bound by name; unbound inputs and\n"
+                   "weights without values are drawn from --seed and the tensor's name). Each\n"
+                   "output passes when its error against the float64 run is at most --k (10)\n"
+                   "times the original's own float32 error, or at most --rtol (1e-4) times its\n"
+                   "norm, floored at 1e-6 of the largest output of its kind (forward, gradient,\n"
+                   "parameter, optimizer state). Reports the three errors and both measured\n"
+                   "peaks. Exit 0 when every output passes, 3 otherwise. With --train the\n"
+                   "original is built as a training graph; the optimized file already is one.",
         .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_JSON |
-                CLI_OPT_TRAIN | CLI_OPT_ATOL,
+                CLI_OPT_TRAIN | CLI_OPT_CHECK,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_verify,

@@ -175,7 +175,9 @@ static inline void tu_expect_shape(const ir_tensor *t, ir_shape s) {
                  ir_shape_str(&s, b, sizeof b));
 }
 
-/* Relative error as DESIGN.md defines it: ||a-b||2 / max(||b||2, 1e-12), in float64. */
+/* Relative error as DESIGN.md defines it: ||a-b||2 / max(||b||2, 1e-12), in float64. For op
+ * tests against a reference computed by hand in double; a rewritten graph is judged against the
+ * original's float64 run with test-check.h instead. */
 static inline double tu_rel_err_f32(const float *a, const float *b, int64_t n) {
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {

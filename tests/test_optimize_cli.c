@@ -484,25 +484,23 @@ static void test_verify_mismatch_exits_3(void **state) {
     assert_int_equal(p->rc, 3);
     assert_non_null(strstr(p->out, "\"match\":false"));
     assert_non_null(strstr(p->out, "\"agrees\":false"));
-    /* --atol excuses a difference whose root mean square is at most X (0.62 here), and only
-     * that: below it the models still differ; a negative or non-numeric X is a usage error */
+    /* --rtol and --k reach the criterion: the two models' outputs are as large as their
+     * difference, so a tolerance of 100 times the norm lets them agree; zero, negative or
+     * non-numeric values are usage errors */
     tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX
-                 "densenet_small/model.onnx --atol 0.5 --json");
-    assert_int_equal(p->rc, 3);
-    tu_magpie(p, "verify " FIX "resnet_small/model.onnx " FIX
-                 "densenet_small/model.onnx --atol 1 --json");
+                 "densenet_small/model.onnx --rtol 100 --k 0 --json");
     assert_int_equal(p->rc, 0);
     assert_non_null(strstr(p->out, "\"agrees\":true"));
-    assert_non_null(strstr(p->out, "\"atol\":1"));
-    const char *bad[] = {"-1", "x", "inf"};
-    for (int i = 0; i < 3; i++) {
+    assert_non_null(strstr(p->out, "\"rtol\":100"));
+    assert_non_null(strstr(p->out, "\"k\":0"));
+    const char *bad[] = {"--rtol 0", "--rtol -1", "--rtol x", "--k -1", "--k inf"};
+    for (int i = 0; i < 5; i++) {
         char args[512];
         snprintf(args, sizeof args,
-                 "verify " FIX "resnet_small/model.onnx " FIX "resnet_small/model.onnx --atol %s",
-                 bad[i]);
+                 "verify " FIX "resnet_small/model.onnx " FIX "resnet_small/model.onnx %s", bad[i]);
         tu_magpie(p, args);
         assert_int_equal(p->rc, 2);
-        assert_non_null(strstr(p->err, "--atol"));
+        assert_non_null(strstr(p->err, bad[i][2] == 'r' ? "--rtol" : "--k"));
     }
     free(p);
 }

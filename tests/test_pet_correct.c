@@ -2,8 +2,8 @@
  * pet-post.c): for a mutant with failed cells, pet_correct builds the original program on each
  * failed box and patches it over the mutant's output. Every corrected replacement is checked two
  * ways: the verifier finds it equivalent to the original on every cell (through the PetPatch
- * lowering), and the float executor gives the original's outputs within 1e-5 relative on random
- * inputs, where the uncorrected mutant did not.
+ * lowering), and on random inputs its float32 run passes against the original's float64 run
+ * (test-check.h), where the uncorrected mutant did not.
  *  - Figure 1 (two images as one twice as wide, by reshape/transpose and by concat/split): the
  *    boundary cells merge into one column per image, each fused into the mutant's conv.
  *  - Figure 3 (a dilated conv as a regular one on the phase-major input): the seams corrected,
@@ -14,7 +14,7 @@
  *    batched matmul with a broadcast operand, a Gemm with its bias.
  *  - A Reshape whose region is no box: IR_ERR_UNSUPPORTED naming the node.
  *  - An equivalent mutant comes back without patches; inverse layout pairs are eliminated. */
-#include "test-util.h"
+#include "test-check.h"
 
 #include "pet-build.h"
 
@@ -57,8 +57,9 @@ static void verify(const ir_graph *o, const ir_graph *m, pet_result *r) {
     if (pet_verify(o, m, &opt, r, &d) != IR_OK) fail_msg("verify: %s", d.msg);
 }
 
-/* The largest relative error over the outputs of m against o, on random inputs bound by name. */
-static double float_error(const ir_graph *o, const ir_graph *m, uint64_t seed) {
+/* Whether m's outputs pass against o's float64 run (test-check.h), on random inputs bound by
+ * name; must_pass fails the test, naming the output, when one does not. */
+static bool float_passes(const ir_graph *o, const ir_graph *m, uint64_t seed, bool must_pass) {
     rt_binding bo[16], bm[16];
     float *data[16];
     assert_true(o->n_inputs <= 16);
@@ -77,27 +78,19 @@ static double float_error(const ir_graph *o, const ir_graph *m, uint64_t seed) {
         }
     }
     assert_int_equal(nm, m->n_inputs); /* the replacement reads no input the original lacks */
-    rt_result ro, rm;
+    tu_ref ro;
+    rt_result rm;
     rt_options opt = {.seed = 1, .fill_missing_data = true};
     ir_diag d = {{0}};
-    if (rt_run(o, bo, o->n_inputs, &opt, &ro, &d) != IR_OK) fail_msg("run original: %s", d.msg);
+    tu_ref_run(o, bo, o->n_inputs, &opt, &ro, "original");
     if (rt_run(m, bm, nm, &opt, &rm, &d) != IR_OK) fail_msg("run replacement: %s", d.msg);
-    double worst = 0;
-    for (int k = 0; k < o->n_outputs; k++) {
-        const char *name = o->values[o->outputs[k]].name;
-        int km = -1;
-        for (int j = 0; j < m->n_outputs; j++)
-            if (!strcmp(m->values[m->outputs[j]].name, name)) km = j;
-        assert_true(km >= 0);
-        assert_true(ir_shape_eq(&ro.outputs[k].shape, &rm.outputs[km].shape));
-        double e = tu_rel_err_f32(rm.outputs[km].data, ro.outputs[k].data,
-                                  ir_shape_numel(&ro.outputs[k].shape));
-        if (e > worst) worst = e;
-    }
-    rt_result_free(&ro);
+    static rt_out_check res[TU_MAX_CHECK];
+    bool ok = must_pass ? tu_expect_close(&ro, m, &rm, "replacement") <= 1
+                        : tu_check(&ro, m, &rm, NULL, res, NULL);
+    tu_ref_free(&ro);
     rt_result_free(&rm);
     for (int i = 0; i < o->n_inputs; i++) free(data[i]);
-    return worst;
+    return ok;
 }
 
 /* Verifies m against o (not equivalent, not rejected), corrects it, and checks the replacement:
@@ -110,7 +103,7 @@ static ir_graph *corrected(const ir_graph *o, const ir_graph *m, int *n_fused, i
     assert_false(r.rejected);
     int64_t failed = 0;
     for (int i = 0; i < r.n_outputs; i++) failed += r.outputs[i].n_failed;
-    assert_true(float_error(o, m, 5) > 1e-3); /* the mutant alone is wrong */
+    assert_false(float_passes(o, m, 5, false)); /* the mutant alone is wrong */
     ir_status st;
     ir_diag d = {{0}};
     ir_graph *rep = pet_correct(o, m, &r, n_fused, &st, &d);
@@ -130,10 +123,7 @@ static ir_graph *corrected(const ir_graph *o, const ir_graph *m, int *n_fused, i
                      (long long)rr.outputs[i].n_failed);
     assert_true(rr.equivalent);
     pet_result_free(&rr);
-    for (uint64_t seed = 1; seed <= 2; seed++) {
-        double e = float_error(o, rep, seed);
-        if (e >= 1e-5) fail_msg("relative error %g after correction", e);
-    }
+    for (uint64_t seed = 1; seed <= 2; seed++) float_passes(o, rep, seed, true);
     if (n_failed) *n_failed = failed;
     return rep;
 }
@@ -421,7 +411,7 @@ static void test_equivalent_post(void **state) {
     assert_int_equal(pb_count_op(rep, IR_OP_PetPatch), 0);
     assert_int_equal(pb_count_op(rep, IR_OP_Transpose) + pb_count_op(rep, IR_OP_Reshape), 0);
     assert_int_equal(rep->n_nodes, 1);
-    assert_true(float_error(o, rep, 3) < 1e-6);
+    float_passes(o, rep, 3, true);
     pet_result_free(&r);
     ir_graph_free(rep);
 

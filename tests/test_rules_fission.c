@@ -7,7 +7,8 @@
  *    their D-dimensions, and reports S among the touched ids;
  *  - the one-copy graph is scheduled (eager and memory-minimizing orders) and simulated;
  *  - rw_fission_materialize's graph, executed in the materialized order, gives the original
- *    graph's outputs (relative error <= 1e-5: the parts may sum in another order) and measures
+ *    graph's outputs (test-check.h: judged against the original's float64 run, since the parts
+ *    sum in another order) and measures
  *    exactly the peak sched_memory_compute gave for the one-copy graph and its order, and
  *    simulates to the one-copy graph's latency;
  * and applying on BERT-base's training graph takes milliseconds.
@@ -16,7 +17,7 @@
  * D splits cleanly by the per-node rules, then the largest weakly connected piece, made convex by
  * dropping what lies past a path that leaves it. rw_fission_check is the judge; pick_s only aims
  * at sub-graphs worth judging. */
-#include "test-util.h"
+#include "test-check.h"
 
 #include <time.h>
 
@@ -24,8 +25,6 @@
 #include "rt.h"
 #include "rules.h"
 #include "schedule.h"
-
-#define TOL 1e-5
 
 static prof_model *cost;
 
@@ -206,14 +205,10 @@ static void run(const ir_graph *g, const int *order, rt_result *r, const char *w
     if (rt_run(g, NULL, 0, &o, r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
 }
 
-static double rel_err(const ir_tensor *a, const ir_tensor *b) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < ir_shape_numel(&b->shape); i++) {
-        double x = ir_load_f64(a->data, a->dtype, i), y = ir_load_f64(b->data, b->dtype, i);
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    return sqrt(num) / fmax(sqrt(den), 1e-12);
+/* The original graph's float32 and float64 runs (the options of run). */
+static void run_reference(const ir_graph *g, tu_ref *ref, const char *what) {
+    rt_options o = {.seed = 5, .fill_missing_data = true};
+    tu_ref_run(g, NULL, 0, &o, ref, what);
 }
 
 /* Structure of the one-copy graph: S keeps its ids, tagged, its D-dims divided; S is touched. */
@@ -267,8 +262,8 @@ static void check_structure(const ir_graph *g, const ir_graph *one, const rw_fis
 }
 
 /* One order of the one-copy graph: materialize, execute, compare outputs, peak and latency. */
-static void check_order(const ir_graph *one, const int *order, const rt_result *ref,
-                        const char *what, size_t *peak_out) {
+static void check_order(const ir_graph *one, const int *order, const tu_ref *ref, const char *what,
+                        size_t *peak_out) {
     ir_diag d = {{0}};
     sched_memory m;
     if (sched_memory_compute(one, order, &m, &d) != IR_OK) fail_msg("%s: memory: %s", what, d.msg);
@@ -285,17 +280,8 @@ static void check_order(const ir_graph *one, const int *order, const rt_result *
             fail_msg("%s: a tag is left on '%s'", what, mat->nodes[i].name);
     rt_result r = {0};
     run(mat, morder, &r, what);
-    assert_int_equal(r.n_outputs, ref->n_outputs);
-    double worst = 0;
-    for (int k = 0; k < r.n_outputs; k++) {
-        if (!ir_shape_eq(&r.outputs[k].shape, &ref->outputs[k].shape))
-            fail_msg("%s: output %d has another shape", what, k);
-        double e = rel_err(&r.outputs[k], &ref->outputs[k]);
-        if (!(e <= TOL))
-            fail_msg("%s: output '%s': relative error %.3g", what,
-                     mat->values[mat->outputs[k]].name, e);
-        worst = fmax(worst, e);
-    }
+    assert_int_equal(r.n_outputs, ref->r32.n_outputs);
+    double worst = tu_expect_close(ref, mat, &r, what);
     if (r.peak_bytes != m.peak_bytes)
         fail_msg("%s: materialized graph measures %zu bytes, the one-copy graph's accounting says "
                  "%zu",
@@ -305,7 +291,7 @@ static void check_order(const ir_graph *one, const int *order, const rt_result *
     if (!(fabs(s2.latency_s - s1.latency_s) <= 1e-9 * s2.latency_s))
         fail_msg("%s: materialized latency %.9g s, one-copy %.9g s", what, s2.latency_s,
                  s1.latency_s);
-    print_message("  %-44s %4d -> %4d nodes, peak %8zu B, latency %.3g us, worst error %.2g\n",
+    print_message("  %-44s %4d -> %4d nodes, peak %8zu B, latency %.3g us, error/bound %.2g\n",
                   what, one->n_nodes, mat->n_nodes, m.peak_bytes, s1.latency_s * 1e6, worst);
     *peak_out = m.peak_bytes;
     sched_sim_free(&s1);
@@ -333,9 +319,9 @@ static void check_case(const ir_graph *g, rw_fission *fs, int nf, const int *com
     assert_int_equal(g->n_nodes, n0);
     assert_true(ir_graph_hash(g) == h0);
     check_structure(g, one, fs, nf, comps, dg, touched, n_touched, what);
-    rt_result ref = {0};
-    run(g, NULL, &ref, what);
-    print_message("%s: the original graph's eager peak is %zu B\n", what, ref.peak_bytes);
+    tu_ref ref = {0};
+    run_reference(g, &ref, what);
+    print_message("%s: the original graph's eager peak is %zu B\n", what, ref.r32.peak_bytes);
     char name[256];
     size_t peak;
     int *order = sched_eager_order(one);
@@ -348,7 +334,7 @@ static void check_case(const ir_graph *g, rw_fission *fs, int nf, const int *com
     snprintf(name, sizeof name, "%s, memory order", what);
     check_order(one, order, &ref, name, &peak);
     free(order);
-    rt_result_free(&ref);
+    tu_ref_free(&ref);
     ir_graph_free(one);
     free(touched);
 }
@@ -927,11 +913,11 @@ static void test_replicas(void **state) {
         if (variant == 0) {
             assert_int_equal(pos_t + 1, pos_a);
             assert_int_equal(m1.peak_bytes + 16 * 4 * sizeof(float), m0.peak_bytes);
-            rt_result ref = {0};
+            tu_ref ref = {0};
             size_t peak;
-            run(g, NULL, &ref, what[variant]);
+            run_reference(g, &ref, what[variant]);
             check_order(one, sunk, &ref, "replica t, sunk", &peak);
-            rt_result_free(&ref);
+            tu_ref_free(&ref);
         } else {
             assert_memory_equal(order, sunk, sizeof(int) * (size_t)one->n_nodes);
         }

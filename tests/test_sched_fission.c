@@ -10,7 +10,7 @@
  *    the group and its n) in the corresponding order; the simulated latency of the one-copy
  *    graph equals the materialized one's; hot-spots of a replay peak; the DP scheduler on a
  *    one-copy graph; the same fissions through rw_fission_apply and rw_fission_materialize. */
-#include "test-util.h"
+#include "test-check.h"
 
 #include "rt.h"
 #include "rules.h"
@@ -268,14 +268,9 @@ static ir_graph *rows_graph(int kind, int n, int *x, int *w_in, int *ids) {
     return g;
 }
 
-static void compare_outputs(const rt_result *a, const rt_result *b, double tol) {
-    assert_int_equal(a->n_outputs, b->n_outputs);
-    for (int i = 0; i < a->n_outputs; i++) {
-        assert_true(ir_shape_eq(&a->outputs[i].shape, &b->outputs[i].shape));
-        double e = tu_rel_err_f32(a->outputs[i].data, b->outputs[i].data,
-                                  ir_shape_numel(&a->outputs[i].shape));
-        if (e > tol) fail_msg("output %d: relative error %g", i, e);
-    }
+/* The original graph's float32 and float64 runs on bindings b (rt_run's default options). */
+static void run_reference(const ir_graph *g, const rt_binding *b, int nb, tu_ref *ref) {
+    tu_ref_run(g, b, nb, NULL, ref, "original");
 }
 
 static void test_rows_fission(void **state) {
@@ -290,11 +285,12 @@ static void test_rows_fission(void **state) {
                  *mat = rows_graph(2, n, &x, &w, NULL);
         rt_binding b[] = {{.value = x, .dtype = IR_F32, .shape = TU_SHAPE(8, 16), .data = xd},
                           {.value = w, .dtype = IR_F32, .shape = TU_SHAPE(16, 12), .data = wd}};
-        rt_result ro, rm;
+        rt_result rm;
+        tu_ref ro;
         ir_diag d = {{0}};
-        if (rt_run(orig, b, 2, NULL, &ro, &d) != IR_OK) fail_msg("%s", d.msg);
+        run_reference(orig, b, 2, &ro);
         run_checked(mat, NULL, b, 2, &rm); /* plain graph: executor == sched as ever */
-        compare_outputs(&rm, &ro, 1e-6);
+        tu_expect_close(&ro, NULL, &rm, "rows, materialized");
 
         /* The one copy's peak is the materialized graph's, measured. By hand: residents 1280
          * (x 512, W 768); at the slice (t0) the buffer (384) and z (512) are live, and the
@@ -326,7 +322,7 @@ static void test_rows_fission(void **state) {
         if (fabs(lo - lm) > 1e-12 * lm)
             fail_msg("n=%d: one copy %.17g s, materialized %.17g", n, lo, lm);
         assert_true(lp < lo);
-        rt_result_free(&ro);
+        tu_ref_free(&ro);
         rt_result_free(&rm);
         ir_graph_free(plain);
         ir_graph_free(orig);
@@ -413,11 +409,11 @@ static void test_wgrad_fission(void **state) {
                  *mat = wgrad_graph(2, n, &x, &dy);
         rt_binding b[] = {{.value = x, .dtype = IR_F32, .shape = TU_SHAPE(8, 16), .data = xd},
                           {.value = dy, .dtype = IR_F32, .shape = TU_SHAPE(8, 12), .data = dyd}};
-        rt_result ro, rm;
-        ir_diag d = {{0}};
-        if (rt_run(orig, b, 2, NULL, &ro, &d) != IR_OK) fail_msg("%s", d.msg);
+        rt_result rm;
+        tu_ref ro;
+        run_reference(orig, b, 2, &ro);
         run_checked(mat, NULL, b, 2, &rm);
-        compare_outputs(&rm, &ro, 1e-5); /* the sum runs in another order */
+        tu_expect_close(&ro, NULL, &rm, "weight gradient, materialized"); /* another sum order */
         /* By hand: residents 896 (x 512, dy 384), the accumulator 768; a part's replay peaks at
          * its MatMul: the slice of dy and the transposed slice of x (8/n rows of 12 and 16; the
          * slice of x died at the Transpose) and the [16, 12] product. */
@@ -427,7 +423,7 @@ static void test_wgrad_fission(void **state) {
         double lo = latency(one, NULL), lm = latency(mat, NULL);
         if (fabs(lo - lm) > 1e-12 * lm)
             fail_msg("n=%d: one copy %.17g s, materialized %.17g", n, lo, lm);
-        rt_result_free(&ro);
+        tu_ref_free(&ro);
         rt_result_free(&rm);
         ir_graph_free(orig);
         ir_graph_free(one);
@@ -471,19 +467,20 @@ static void check_builder(const ir_graph *g, uint32_t a_id, uint32_t b_id, int s
     int *order = sched_eager_order(one), *morder = NULL;
     ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
     if (!mat) fail_msg("materialize: %s", d.msg);
-    rt_result ro, rm;
-    if (rt_run(g, bind, 2, NULL, &ro, &d) != IR_OK) fail_msg("%s", d.msg);
+    rt_result rm;
+    tu_ref ro;
+    run_reference(g, bind, 2, &ro);
     rt_binding mb[2];
     for (int i = 0; i < 2; i++) {
         mb[i] = bind[i];
         mb[i].value = ir_graph_find_value(mat, g->values[bind[i].value].name);
     }
     run_checked(mat, morder, mb, 2, &rm);
-    compare_outputs(&rm, &ro, 1e-5);
+    tu_expect_close(&ro, NULL, &rm, "builder, materialized");
     assert_int_equal(rm.peak_bytes, tu_peak(one, order));
     double lo = latency(one, order), lm = latency(mat, morder);
     if (fabs(lo - lm) > 1e-12 * lm) fail_msg("one copy %.17g s, materialized %.17g", lo, lm);
-    rt_result_free(&ro);
+    tu_ref_free(&ro);
     rt_result_free(&rm);
     free(order);
     free(morder);
