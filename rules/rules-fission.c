@@ -384,6 +384,37 @@ out:
     return st;
 }
 
+int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int from, ir_diag *d) {
+    IR_ASSERT(dg->n_nodes == g->n_nodes && dg->n_values == g->n_values);
+    unsigned char *reached = calloc((size_t)g->n_nodes + 1, 1);
+    unsigned char *none = calloc((size_t)g->n_nodes + 1, 1); /* no replicas: S is all of D */
+    int found = -1, dim;
+    if (!reached || !none) {
+        found = -2;
+        goto out;
+    }
+    /* D's nodes (a vertex in D) and its readers: the S a whole-graph fission along D needs */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        bool r = rw_dgraph_reduce_in(dg, i, comp) > 0;
+        for (int k = 0; k < n->n_in && !r; k++)
+            r = n->in[k] >= 0 && dims_in(dg, n->in[k], comp, &dim) > 0;
+        for (int k = 0; k < n->n_out && !r; k++)
+            r = n->out[k] >= 0 && dims_in(dg, n->out[k], comp, &dim) > 0;
+        reached[i] = r;
+    }
+    for (int i = from < 0 ? 0 : from; i < g->n_nodes && found < 0; i++) {
+        if (!reached[i]) continue;
+        if (check_node(g, dg, i, comp, d) != IR_OK ||
+            check_edges(g, dg, i, comp, reached, none, d) != IR_OK)
+            found = i;
+    }
+out:
+    free(reached);
+    free(none);
+    return found;
+}
+
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,
                            ir_diag *d) {
     rw_fission_info fi;

@@ -205,6 +205,15 @@ typedef struct rw_fission {
  * IR_ERR_INVALID with d naming the node of the first violation and its cause. */
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, ir_diag *d);
 
+/* Why D (component comp of dg, g's dimension graph) cannot be split as a whole: the first node
+ * at index >= from, in node order, among D's nodes (those with an output dimension or a reduce
+ * axis in D) and their readers, that rw_fission_check refuses on its own or on one of its
+ * edges (the per-node rule of constraint (3), the edge rule; S taken as all of those nodes,
+ * without replicas). Returns its index with d naming it and the cause in rw_fission_check's
+ * words; -1 when none is left, -2 when out of memory. For `magpie inspect
+ * --fission`: the node that stops a user's batch. */
+int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int from, ir_diag *d);
+
 /* The ids of S's convex closure in g, sorted ascending, into *out (malloc'd; the count is
  * returned): S and every node of g on a path between two nodes of S. On the graph S was found on
  * that is S itself (a valid S is convex); on a graph rewritten since, it adds what a rewrite put
