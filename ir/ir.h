@@ -157,6 +157,9 @@ enum ir_value_flags {
     IR_VF_PARAM = 1u << 3,       /* trainable parameter (DESIGN.md "data inputs vs parameters") */
     IR_VF_DATA = 1u << 4,        /* a data input (--data, default the first graph input) */
     IR_VF_CONST = 1u << 5,       /* has data in blob (initializer or folded constant) */
+    /* a data input that only the training loss reads (its target or labels, ir_build_training):
+     * a fission slices it with the data, and the F-Tree treats it as a resident (rules.h) */
+    IR_VF_LOSS = 1u << 6,
 };
 
 typedef struct ir_value {

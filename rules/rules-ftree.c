@@ -21,7 +21,11 @@
  *    nodes (a transformer's Q, K, V projections and its residual all read x) dominates them all,
  *    and S = des(x) \ {x} is the whole batch-carrying graph (x sliced: gradient accumulation
  *    as a fission). The analysis runs on a copy of g where each data input is read through one
- *    Identity node that stands for it; that node is never part of an S.
+ *    Identity node that stands for it; that node is never part of an S. The loss's own inputs
+ *    (IR_VF_LOSS: an mse target, cross-entropy labels) get none: as sources of G' they would
+ *    make the virtual root the only dominator of the loss and of the whole backward, which
+ *    reads them, so no S could hold a loss but the sum of the outputs. Like a weight, such an
+ *    input is a resident an S reads from outside (and slices: it has the batch dimension).
  *  - generators are not entries: a node of G' that reads nothing carrying D (the backward's seed
  *    gradient, an Expand of the constant 1 to the loss input's shape) creates the dimension
  *    from constants. As a source of G' it would cut the forward off from the backward in the
@@ -336,7 +340,8 @@ static ir_graph *with_input_stand_ins(const ir_graph *g) {
     int nv = h->n_values;
     for (int v = 0; v < nv; v++) {
         unsigned f = h->values[v].flags;
-        if (h->values[v].producer >= 0 || !(f & IR_VF_INPUT) || (f & (IR_VF_PARAM | IR_VF_CONST)))
+        if (h->values[v].producer >= 0 || !(f & IR_VF_INPUT) ||
+            (f & (IR_VF_PARAM | IR_VF_CONST | IR_VF_LOSS)))
             continue;
         bool read = false;
         for (int i = 0; i < h->n_nodes && !read; i++)

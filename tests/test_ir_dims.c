@@ -566,6 +566,14 @@ static void test_train_ops(void **state) {
     /* its gradient divides by the count of the whole batch's labels: no links */
     ni = NODE(g, IR_OP_SoftmaxCrossEntropyGrad, 1, 0, NULL, dl, lp, lab);
     EXPECT_NONE(g, ni);
+    /* reduction "sum" (what ir_build_training emits): the loss is a sum over the batch, and the
+     * gradient, scaled by dLoss alone, is element-wise in the log-probabilities and per row in
+     * the labels */
+    ir_attr sum = tu_attr_str("reduction", "sum");
+    ni = NODE(g, IR_OP_SoftmaxCrossEntropy, 2, 1, &sum, x, lab);
+    EXPECT(g, ni, K(0, 0, 1, 0), K(1, 0, 1, 0), R(0, 0, 1, true), R(1, 0, 1, true));
+    ni = NODE(g, IR_OP_SoftmaxCrossEntropyGrad, 1, 1, &sum, dl, g->nodes[ni].out[1], lab);
+    EXPECT(g, ni, K(1, 0, 0, 0), K(2, 0, 0, 0), K(1, 1, 0, 1));
     /* Adam: each new tensor from what it reads */
     int p = fin(g, "p", TU_SHAPE(3, 2)), m = fin(g, "m", TU_SHAPE(3, 2)),
         v = fin(g, "v", TU_SHAPE(3, 2));
@@ -615,9 +623,7 @@ static void test_overflow(void **state) {
 
 /* Ops whose outputs' dims are not their inputs' dims, or whose parts cannot be computed apart. */
 static const char *const no_dims[] = {
-    "Shape",    "Size",
-    "Constant", "ConstantOfShape",
-    "Range",    "SoftmaxCrossEntropyGrad", /* scales by 1 / count over the whole batch */
+    "Shape", "Size", "Constant", "ConstantOfShape", "Range",
 };
 
 static void test_every_op_has_dims(void **state) {
