@@ -215,10 +215,6 @@ int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o) {
         code = cli_fail_ir(st, &d, path);
         goto out;
     }
-    if (o->fission) {
-        code = cli_inspect_fission(path, g, &m, o->json);
-        goto out;
-    }
     if (o->plot) {
         char title[512];
         snprintf(title, sizeof title, "%s: live memory, eager order", path);
@@ -232,6 +228,10 @@ int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o) {
             code = cli_fail_ir(st, &d, o->plot);
             goto out;
         }
+    }
+    if (o->fission) {
+        code = cli_inspect_fission(path, g, &m, o->json);
+        goto out;
     }
     if (o->json)
         print_json(g, path, &s, &m, o->plot, o->train ? &ts : NULL);
