@@ -9,7 +9,8 @@
  *
  * Also the two cross-entropy ops with reduction "sum" against their default "mean": the sum is
  * the mean times the count of the labels that are not ignored, and the gradient of the sum
- * scaled by 1/count is the mean's. */
+ * scaled by 1/count is the mean's; and rw_fission_break_at (inspect --fission's "first break")
+ * on a mean over the batch and a Dropout. */
 #include "test-util.h"
 
 #include "rt.h"
@@ -217,11 +218,41 @@ static void test_ce_sum_reduction(void **state) {
     tu_free_outputs(1, &ds);
 }
 
+/* rw_fission_break_at on a mean over the batch (the loss mse was before it became a sum times
+ * 1/N) and a Dropout: each is found in node order with the checker's reason, and the walk from
+ * past the last ends with -1. */
+static void test_break_at(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    ir_shape xs = TU_SHAPE(8, 4);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs), r, m, dr;
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    tu_add_node1(g, IR_OP_Relu, "r", 1, &x, 0, NULL, &r);
+    ir_attr kd = tu_attr_int("keepdims", 0);
+    int im = tu_add_node1(g, IR_OP_ReduceMean, "m", 1, &r, 1, &kd, &m);
+    int id = tu_add_node1(g, IR_OP_Dropout, "dr", 1, &r, 0, NULL, &dr);
+    ir_graph_add_output(g, m);
+    ir_graph_add_output(g, dr);
+    rw_dgraph *dg = rw_dgraph_build(g);
+    int comp = rw_dgraph_value_comp(dg, x, 0);
+    ir_diag d = {{0}};
+    int first = rw_fission_break_at(g, dg, comp, 0, &d);
+    assert_int_equal(first, im);
+    assert_non_null(strstr(d.msg, "node 'm' (ReduceMean): fission: D is its reduce axis 1, which "
+                                  "is not a sum"));
+    int next = rw_fission_break_at(g, dg, comp, first + 1, &d);
+    assert_int_equal(next, id);
+    assert_non_null(strstr(d.msg, "a random op"));
+    assert_int_equal(rw_fission_break_at(g, dg, comp, next + 1, &d), -1);
+    rw_dgraph_free(dg);
+    ir_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ce_sum_reduction),
-        cmocka_unit_test(test_sum),
-        cmocka_unit_test(test_mse),
+        cmocka_unit_test(test_break_at), cmocka_unit_test(test_ce_sum_reduction),
+        cmocka_unit_test(test_sum),      cmocka_unit_test(test_mse),
         cmocka_unit_test(test_ce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
