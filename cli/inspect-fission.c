@@ -137,12 +137,16 @@ static ir_status build_report(const ir_graph *g, const sched_memory *m, fis_repo
         for (int k = 0; k < n->n_out; k++)
             for (int dim = 0; n->out[k] >= 0 && dim < g->values[n->out[k]].shape.rank; dim++) {
                 int c = rw_dgraph_value_comp(r->dg, n->out[k], dim);
+                int ci = rw_dgraph_value_inner_comp(r->dg, n->out[k], dim);
                 if (c >= 0 && stamp[c] != i) stamp[c] = i, ops[c]++;
+                if (ci >= 0 && stamp[ci] != i) stamp[ci] = i, ops[ci]++;
             }
         for (int ax = 1;; ax++) {
-            int c = rw_dgraph_reduce_comp(r->dg, i, ax);
+            int c = rw_dgraph_reduce_comp(r->dg, i, ax),
+                ci = rw_dgraph_reduce_inner_comp(r->dg, i, ax);
             if (c < 0) break;
             if (stamp[c] != i) stamp[c] = i, ops[c]++;
+            if (ci >= 0 && stamp[ci] != i) stamp[ci] = i, ops[ci]++;
         }
     }
     for (int c = 0; c < nc; c++) {

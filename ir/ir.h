@@ -323,6 +323,14 @@ enum ir_dimlink_flags {
      * k, a weight gradient's batch). Max, mean, normalizing (Softmax) axes are not: a fission
      * along them is refused. */
     IR_DIMLINK_SUM = 1u << 0,
+    /* The link names the inner factor of a merged dim on the input side (in_dim) or on the
+     * output side (out_dim), not the dim itself: a Reshape of [S, B, E] to [S*B, E] links B to
+     * the inner factor of S*B (IR_DIMLINK_OUT_INNER), and [S*B, E] back to [S, B, E] the inner
+     * factor to B (IR_DIMLINK_IN_INNER). n parts of B are then n strided sets of S*B's rows,
+     * which every op that keeps S*B whole (a row-wise Gemm) computes apart; the dimension graph
+     * gives each dim a second vertex for its inner factor (rules.h). */
+    IR_DIMLINK_IN_INNER = 1u << 1,
+    IR_DIMLINK_OUT_INNER = 1u << 2,
 };
 
 /* Most links a node may have (the dims callback is given room for this many). */

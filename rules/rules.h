@@ -163,6 +163,11 @@ int rw_dgraph_n_components(const rw_dgraph *dg);
 int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim);
 /* Component of node index i's reduce axis r (1-based, as -ir_dimlink.out_dim), or -1. */
 int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
+/* The component of the inner factor of value v's dimension dim (a reshape merged dims into it:
+ * B in [S*B, E], IR_DIMLINK_OUT_INNER), or of node i's reduce axis r; -1 when it has none. A
+ * fission along it splits the dim into strided parts (rw_fission_check). */
+int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim);
+int rw_dgraph_reduce_inner_comp(const rw_dgraph *dg, int node, int r);
 /* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
 /* The length of the dimension the component stands for: the greatest common divisor of its
@@ -170,8 +175,8 @@ bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
  * whose outer factor it is (B to B*H): n parts of B are then n contiguous blocks of B*H, so a
  * fission into n parts needs n to divide this length. 0 when a dim is empty. */
 int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp);
-/* The dimension of value v in component comp (0-based), or -1; the reduce axis (1-based) of
- * node i in comp, or 0. */
+/* The dimension of value v in component comp (0-based; the dim or its inner factor), or -1; the
+ * reduce axis (1-based) of node i in comp, or 0. */
 int rw_dgraph_value_dim_in(const rw_dgraph *dg, int v, int comp);
 int rw_dgraph_reduce_in(const rw_dgraph *dg, int node, int comp);
 
