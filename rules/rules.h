@@ -149,10 +149,13 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max);
 
 /* ================================================================ dimension graph
  * (rules-dgraph.c, MAGIS 4.1) D(G): a vertex per (value, dimension) of every value a node
- * produces, and per (node, reduce axis); edges from the op table's dimension links
- * (ir_node_dims). Residents (weights, graph inputs) are vertices too, so a component says
- * which inputs of a sub-graph are sliced and which are shared. Components are numbered
- * 0..n_components-1 in a deterministic order (by first vertex in node order). */
+ * produces, and per (node, reduce axis), and one more for each one's inner factor (a reshape
+ * that merges B into S*B, as nn.MultiheadAttention's export does around its output projection,
+ * links B to the inner factor of S*B: IR_DIMLINK_OUT_INNER); edges from the op table's dimension
+ * links (ir_node_dims), a link between two dims of one length joining their inner factors too.
+ * Residents (weights, graph inputs) are vertices too, so a component says which inputs of a
+ * sub-graph are sliced and which are shared. Components are numbered 0..n_components-1 in a
+ * deterministic order (by first vertex in node order). */
 typedef struct rw_dgraph rw_dgraph;
 
 rw_dgraph *rw_dgraph_build(const ir_graph *g); /* NULL when out of memory */
@@ -202,7 +205,10 @@ typedef struct rw_fission {
  * input of S that has a D-dimension (it reads a slice); every node of S reads at least one value
  * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
- * fission op or already tagged; parts divides D's length (all of D's dims have one length).
+ * fission op or already tagged; parts divides D's length (all of D's dims have one length); the
+ * values on S's border (the inputs it slices, the outputs it assembles) have D as a dim of their
+ * own or its outer factor, not as an inner factor (whose parts are strided sets of elements):
+ * inside S a dim with D as its inner factor is divided like any other.
  * S's replicas join it first: a layout op outside S (Transpose, Reshape, ...) of residents
  * without a D-dimension whose outputs only S reads, such as a weight's Transpose before a
  * Linear layer's MatMul, which each part then recomputes instead of holding it through all of
