@@ -81,6 +81,9 @@ static const opt_def defs[] = {
     {CLI_OPT_CHECK, "k", 0, "X",
      "an output also passes when its error is at most X times the original's own float32"
      " error against the float64 run (default: 10; 0: --rtol alone)"},
+    {CLI_OPT_FISSION, "fission", 0, NULL,
+     "instead of the summary: the dimension graph's components, the F-Tree's candidates (heat,"
+     " score) and the nodes that stop a fission along the batch, with the reasons"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -258,6 +261,7 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         o->out_dir = val;
         return CLI_EXIT_OK;
     case CLI_OPT_JSON: o->json = true; return CLI_EXIT_OK;
+    case CLI_OPT_FISSION: o->fission = true; return CLI_EXIT_OK;
     case CLI_OPT_PLOT:
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --plot: empty file name", cmd->name);
         o->plot = val;

@@ -51,6 +51,7 @@ enum cli_opt_mask {
     CLI_OPT_CHECKPOINT = 1u << 15, /* --checkpoint FILE, --checkpoint-every T */
     CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
     CLI_OPT_CHECK = 1u << 17,      /* --rtol X, --k X (verify: rt-check.h's criterion) */
+    CLI_OPT_FISSION = 1u << 18,    /* --fission (inspect) */
 };
 
 typedef struct cli_input {
@@ -87,6 +88,7 @@ typedef struct cli_opts {
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */
     double rtol, k; /* --rtol, --k (verify): -1 when not given (rt-check.h's defaults) */
+    bool fission; /* --fission (inspect): the dimension graph, F-Tree and what stops the batch */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;
@@ -136,6 +138,12 @@ int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_resume(const cli_cmd *cmd, const cli_opts *o);
+/* `inspect --fission` (inspect-fission.c): prints g's dimension-graph components, F-Tree
+ * candidates (built on m, g's eager memory) and the nodes that stop the batch dimension, as
+ * text or JSON; returns the exit status. */
+struct sched_memory;
+int cli_inspect_fission(const char *path, const ir_graph *g, const struct sched_memory *m,
+                        bool json);
 /* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
  * with optimize's). */
 const cli_cmd *cli_find_cmd(const char *name);

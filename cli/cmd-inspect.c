@@ -229,6 +229,10 @@ int cli_cmd_inspect(const cli_cmd *cmd, const cli_opts *o) {
             goto out;
         }
     }
+    if (o->fission) {
+        code = cli_inspect_fission(path, g, &m, o->json);
+        goto out;
+    }
     if (o->json)
         print_json(g, path, &s, &m, o->plot, o->train ? &ts : NULL);
     else

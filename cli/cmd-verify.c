@@ -74,6 +74,24 @@ static void json_output(cli_json *j, const char *name, const rt_out_check *c) {
     cli_json_obj_end(j);
 }
 
+/* The optimized model: a plan `magpie optimize --shape` wrote has the shapes that --shape bound
+ * and no symbolic dimension left for it to name, so it is read as written; --shape applies to
+ * it only when it still has symbolic dimensions (another export of the model). */
+static ir_graph *load_plan(const char *path, const cli_opts *o, int *code) {
+    if (o->imp.n_shapes == 0) return cli_load_model(path, o, false, code);
+    ir_import_opts imp = o->imp;
+    imp.n_shapes = 0;
+    imp.allow_opaque = false;
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *g = ir_onnx_load(path, &imp, &st, &d);
+    if (g) {
+        *code = CLI_EXIT_OK;
+        return g;
+    }
+    return cli_load_model(path, o, false, code);
+}
+
 int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
     (void)cmd;
     const char *p_orig = o->pos[0], *p_opt = o->pos[1];
@@ -92,7 +110,16 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         goto out;
     }
     if (!(ga = cli_load_graph(p_orig, o, false, &code))) goto out;
-    if (!(gb = cli_load_model(p_opt, o, false, &code))) goto out;
+    if (!(gb = load_plan(p_opt, o, &code))) goto out;
+    /* The plan's data inputs are the original's: a training graph's target or labels is data
+     * there (ir_build_training adds it), but in the plan's file it is one more graph input, and
+     * filled as a weight it would differ from the original's. */
+    for (int i = 0; i < gb->n_inputs; i++) {
+        ir_value *v = &gb->values[gb->inputs[i]];
+        int a = ir_graph_find_value(ga, v->name);
+        if (a >= 0 && (ga->values[a].flags & IR_VF_DATA) && (ga->values[a].flags & IR_VF_INPUT))
+            v->flags = (v->flags & ~(unsigned)IR_VF_PARAM) | IR_VF_DATA;
+    }
     int next = 0;
     for (int k = 0; k < o->n_inputs; k++) {
         if (o->inputs[k].name) {

@@ -14,8 +14,12 @@ static const cli_cmd cmds[] = {
         .details = "Imports the model (unsupported ops are accepted when their output shapes are\n"
                    "declared) and reports its nodes, values, op histogram, parameters, buffers,\n"
                    "activations, FLOPs (a multiply-add counts 2), inputs and outputs, and the\n"
-                   "peak memory of the eager order with a sparkline of memory over steps.",
-        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_PLOT | CLI_OPT_TRAIN,
+                   "peak memory of the eager order with a sparkline of memory over steps.\n"
+                   "--fission reports instead what fission can split: the dimension graph's\n"
+                   "components (length, ops, the graph inputs they split), the F-Tree's\n"
+                   "candidates with heat and score, and the nodes that stop the batch.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_PLOT | CLI_OPT_TRAIN |
+                CLI_OPT_FISSION,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_inspect,

@@ -22,6 +22,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "optimize-run.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,34 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
+/* The output directory, checked before the search so that a search is never spent on a plan
+ * that cannot be written: dir is created (with its missing parents, recorded in *made so that a
+ * failure before the plan is written removes them again) and a file is created in it and
+ * removed. -o under a regular file fails here, as does a directory the user cannot write. */
+static int prepare_out_dir(const char *dir, char ***made, int *n_made) {
+    ir_diag d = {{0}};
+    ir_status st = cli_mkdirs(dir, made, n_made, &d);
+    if (st != IR_OK) return cli_fail(cli_exit_for(st), "-o: %s", d.msg);
+    char *probe = join(dir, ".magpie-write-test.XXXXXX");
+    if (!probe) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    int fd = mkstemp(probe), err = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    if (fd < 0)
+        return cli_fail(CLI_EXIT_USAGE, "-o %s: cannot write in the output directory: %s", dir,
+                        strerror(err));
+    return CLI_EXIT_OK;
+}
+
+/* A failure once optimized.onnx is on disk: the plan stays, and the message says where. */
+static int fail_after_plan(int code, const char *plan) {
+    fprintf(stderr, "magpie: the plan is written: %s\n", plan);
+    return code;
+}
+
 /* The cost model: profiled for g, or resuming, the checkpoint's snapshot applied. */
 static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli_optimize_job *job,
                              const ir_graph *g, int *code) {
@@ -188,7 +217,8 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     int n_made = 0;
     cli_ckpt ck_store, *ck = NULL;
     saved_signals old_sig;
-    bool searching = true; /* the signal handlers are installed */
+    bool searching = true;   /* the signal handlers are installed */
+    bool wrote_plan = false; /* optimized.onnx is on disk: the directory stays */
     interrupted = 0;
     checkpoint_now = 0;
     install_signals(&old_sig);
@@ -198,6 +228,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
             CLI_EXIT_OK)
             goto out;
     }
+    if ((code = prepare_out_dir(dir, &made, &n_made)) != CLI_EXIT_OK) goto out;
     double t0 = ir_now_seconds();
     if (!(g = cli_load_graph(path, o, false, &code))) goto out;
     double t_load = ir_now_seconds() - t0;
@@ -292,19 +323,29 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
-    if ((st = cli_mkdirs(dir, &made, &n_made, &d)) != IR_OK ||
+    /* the directory was made before the search; made again should it have gone since */
+    if ((st = cli_mkdirs(dir, NULL, NULL, &d)) != IR_OK ||
         (st = ir_onnx_save(best, p_onnx, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
+    wrote_plan = true;
     /* The plan as written: the importer folds what it can (e.g. a training graph's constant
      * seed gradient), so the figures reported are those of the file read back in file order,
-     * what `magpie run` measures; the search's own figures are reported beside them. */
-    if (!(plan = cli_load_model(p_onnx, o, false, &code))) goto out;
+     * what `magpie run` measures; the search's own figures are reported beside them. Its
+     * shapes are the ones --shape bound when the model was loaded (the file has no symbolic
+     * dimension left to bind), so it is read back without --shape; --data and --frozen still
+     * say which of its inputs are data and parameters. */
+    cli_opts back = *o;
+    back.imp.n_shapes = 0;
+    if (!(plan = cli_load_model(p_onnx, &back, false, &code))) {
+        code = fail_after_plan(code, p_onnx);
+        goto out;
+    }
     if ((st = prof_profile_graph(m, plan, &d)) != IR_OK ||
         (st = sched_simulate(plan, NULL, m, &plan_sim, &d)) != IR_OK ||
         (st = sched_memory_compute(plan, NULL, &plan_mem, &d)) != IR_OK) {
-        code = cli_fail_ir(st, &d, p_onnx);
+        code = fail_after_plan(cli_fail_ir(st, &d, p_onnx), p_onnx);
         goto out;
     }
     rep.best = plan;
@@ -321,12 +362,12 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     if ((st = cli_write_atomic(p_sched, cli_optimize_write_schedule, &rep, &d)) != IR_OK ||
         (st = cli_optimize_write_plot(p_svg, &eager, &plan_sim, plan_mem.resident_bytes, &d)) !=
             IR_OK) {
-        code = cli_fail_ir(st, &d, NULL);
+        code = fail_after_plan(cli_fail_ir(st, &d, NULL), p_onnx);
         goto out;
     }
     rep.t_write = ir_now_seconds() - t0;
     if ((st = cli_write_atomic(p_report, cli_optimize_write_report, &rep, &d)) != IR_OK) {
-        code = cli_fail_ir(st, &d, NULL);
+        code = fail_after_plan(cli_fail_ir(st, &d, NULL), p_onnx);
         goto out;
     }
     prof_close(m);
@@ -365,8 +406,12 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     }
 out:
     if (searching) restore_signals(&old_sig);
-    for (int i = 0; i < n_made; i++) free(made[i]);
-    free(made);
+    if (wrote_plan) {
+        for (int i = 0; i < n_made; i++) free(made[i]);
+        free(made);
+    } else {
+        cli_rmdirs(made, n_made); /* nothing written: the directories made for it go (if empty) */
+    }
     free(p_onnx);
     free(p_sched);
     free(p_report);

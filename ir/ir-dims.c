@@ -64,6 +64,66 @@ static int ones_rank(const ir_shape *s, const int64_t *prefix, int i, int *cnt) 
     return before;
 }
 
+/* The inner factor of dim i of s (prefix products p, the factor boundaries bounds[0..nb)): the
+ * last boundary strictly inside the dim, where its innermost factor starts; 0 when no boundary
+ * lies inside (the dim is one factor). */
+static int64_t inner_start(const ir_shape *s, const int64_t *p, int i, const int64_t *bounds,
+                           int nb) {
+    int64_t end = p[i] * s->dims[i], best = 0;
+    for (int k = 0; k < nb; k++)
+        if (bounds[k] > p[i] && bounds[k] < end && bounds[k] > best) best = bounds[k];
+    return best;
+}
+
+/* The first boundary strictly inside dim i, where its outer factor ends; the dim's end when
+ * none. */
+static int64_t outer_end(const ir_shape *s, const int64_t *p, int i, const int64_t *bounds,
+                         int nb) {
+    int64_t end = p[i] * s->dims[i], best = end;
+    for (int k = 0; k < nb; k++)
+        if (bounds[k] > p[i] && bounds[k] < best) best = bounds[k];
+    return best;
+}
+
+static void keep_flags(ir_dims_out *o, int in, int in_dim, int out, int out_dim, unsigned flags) {
+    ir_dims_keep(o, in, in_dim, out, out_dim);
+    if (!o->overflow) o->l[o->n - 1].flags = (uint8_t)flags;
+}
+
+/* The inner-factor links of a regrouping (IR_DIMLINK_IN_INNER, IR_DIMLINK_OUT_INNER): the
+ * factors of a reshape are the intervals between the prefix products of both shapes (a factor
+ * is a run of elements strides apart); a factor that is the outer or the inner one of its dim
+ * on both sides links them, when on one side at least it is an inner one (the outer-outer and
+ * whole-dim links are ir_dims_regroup's). A factor in the middle of three is not linked. */
+static void regroup_inner(const ir_shape *is, const ir_shape *os, const int64_t *pi,
+                          const int64_t *po, int in, int out, ir_dims_out *o) {
+    int64_t bounds[2 * IR_MAX_RANK];
+    int nb = 0;
+    for (int i = 0; i < is->rank; i++) bounds[nb++] = pi[i];
+    for (int j = 0; j < os->rank; j++) bounds[nb++] = po[j];
+    /* the boundaries must form a chain of divisors ([4,6] -> [6,4] has none: 4 and 6 start
+     * factors of no common radix), or the intervals are no factors at all */
+    for (int a = 0; a < nb; a++)
+        for (int b = 0; b < nb; b++)
+            if (bounds[a] < bounds[b] && bounds[b] % bounds[a] != 0) return;
+    for (int i = 0; i < is->rank; i++) {
+        if (is->dims[i] <= 1) continue;
+        int64_t ie = pi[i] * is->dims[i], ii = inner_start(is, pi, i, bounds, nb),
+                io = outer_end(is, pi, i, bounds, nb);
+        for (int j = 0; j < os->rank; j++) {
+            if (os->dims[j] <= 1) continue;
+            int64_t oe = po[j] * os->dims[j], oi = inner_start(os, po, j, bounds, nb),
+                    oo = outer_end(os, po, j, bounds, nb);
+            if (oi && pi[i] == oi && io == oe) /* the input's outer factor, the output's inner */
+                keep_flags(o, in, i, out, j, IR_DIMLINK_OUT_INNER);
+            else if (ii && ii == po[j] && ie == oo) /* the input's inner, the output's outer */
+                keep_flags(o, in, i, out, j, IR_DIMLINK_IN_INNER);
+            else if (ii && oi && ii == oi && ie == oe && pi[i] != po[j]) /* inner and inner */
+                keep_flags(o, in, i, out, j, IR_DIMLINK_IN_INNER | IR_DIMLINK_OUT_INNER);
+        }
+    }
+}
+
 void ir_dims_regroup(const ir_shape *is, const ir_shape *os, int in, int out, ir_dims_out *o) {
     if (ir_shape_numel(is) == 0 || ir_shape_numel(is) != ir_shape_numel(os)) return;
     int64_t pi[IR_MAX_RANK], po[IR_MAX_RANK];
@@ -87,6 +147,7 @@ void ir_dims_regroup(const ir_shape *is, const ir_shape *os, int in, int out, ir
             /* dims of size > 1 have strictly growing prefixes after them: j is unique */
             ir_dims_keep(o, in, i, out, j);
         }
+    regroup_inner(is, os, pi, po, in, out, o);
 }
 
 int ir_dims_elementwise(const ir_graph *g, const ir_node *n, ir_dimlink *l) {

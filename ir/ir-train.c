@@ -4,7 +4,10 @@
  *
  * The loss's own backward is emitted directly (it seeds the gradient of the first output):
  * sum: ones; mse: 2/N * (y - t), reusing the forward difference; ce: SoftmaxCrossEntropyGrad
- * from the saved log-probabilities. Optimizer state tensors are zero-filled constants
+ * from the saved log-probabilities. The means of mse and ce are sums over the batch divided by
+ * the batch's count (for ce, of the labels that are not ignored), so that a fission along the
+ * batch splits the loss and its backward: each part's partial sum is accumulated, and the seed's
+ * scale is a shared scalar. Optimizer state tensors are zero-filled constants
  * ("<param>.momentum_buffer", ".exp_avg", ".exp_avg_sq") updated in place (IR_OPF_INPLACE). */
 #include "ir-train.h"
 
@@ -43,6 +46,10 @@ static int loss_input(ir_grad_ctx *c, const char *name, ir_dtype t, const ir_sha
             return -1;
         }
         val->flags = (val->flags & ~(unsigned)IR_VF_PARAM) | IR_VF_DATA;
+        bool read = false; /* by the model: then it is no input of the loss alone */
+        for (int i = 0; i < g->n_nodes && !read; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++) read |= g->nodes[i].in[k] == v;
+        if (!read) val->flags |= IR_VF_LOSS;
         if (v < c->ad->n_fwd) c->ad->needs[v] = 0;
         return v;
     }
@@ -52,7 +59,7 @@ static int loss_input(ir_grad_ctx *c, const char *name, ir_dtype t, const ir_sha
         return -1;
     }
     ir_graph_add_input(g, v);
-    g->values[v].flags |= IR_VF_DATA;
+    g->values[v].flags |= IR_VF_DATA | IR_VF_LOSS;
     return v;
 }
 
@@ -73,8 +80,11 @@ static int build_loss(ir_grad_ctx *c, const ir_train_opts *o, int y) {
         int tgt = loss_input(c, o->target && *o->target ? o->target : "target", t, &ys);
         int diff = ir_grad_op2(c, IR_OP_Sub, y, tgt);
         int sq = ir_grad_op2(c, IR_OP_Mul, diff, diff);
-        loss = ir_grad_op(c, IR_OP_ReduceMean, 1, &sq, 1, &flat);
         int64_t n = ir_shape_numel(&ys);
+        /* the mean as a sum, then 1/N: a fission sums the parts' partial sums (a sum over the
+         * batch is a reduce axis it can split, a mean is not) and the scale sees the total */
+        int total = ir_grad_op(c, IR_OP_ReduceSum, 1, &sq, 1, &flat);
+        loss = ir_grad_scale(c, total, 1.0 / (double)(n ? n : 1));
         seed = ir_grad_scale(c, diff, 2.0 / (double)(n ? n : 1));
         break;
     }
@@ -86,11 +96,21 @@ static int build_loss(ir_grad_ctx *c, const ir_train_opts *o, int y) {
         ir_shape ls = ys;
         ls.rank--;
         int labels = loss_input(c, "labels", IR_I64, &ls), out[2];
-        ir_grad_emit(c, IR_OP_SoftmaxCrossEntropy, 2, (int[]){y, labels}, 2, out, 0, NULL);
-        loss = out[0];
-        int one = ir_grad_scalar(c, t, 1.0);
-        seed =
-            ir_grad_op(c, IR_OP_SoftmaxCrossEntropyGrad, 3, (int[]){one, out[1], labels}, 0, NULL);
+        /* PyTorch's mean over the labels that count (not ignore_index), as a sum and a count:
+         * both are sums over the batch, which a fission splits (its parts' partial sums are
+         * accumulated), where a mean is not. The count comes from the labels alone, so it is
+         * computed once, before any part, and the seed's scale 1/count is shared by them. */
+        ir_attr sum = ir_grad_attr_str(c, "reduction", "sum");
+        int ignored = ir_grad_op2(c, IR_OP_Equal, labels, ir_grad_scalar(c, IR_I64, -100.0));
+        int counted = ir_grad_op1(c, IR_OP_Not, ignored);
+        ir_attr to = ir_grad_attr_int("to", ir_dtype_to_onnx(t));
+        counted = ir_grad_op(c, IR_OP_Cast, 1, &counted, 1, &to);
+        int count = ir_grad_op(c, IR_OP_ReduceSum, 1, &counted, 1, &flat);
+        ir_grad_emit(c, IR_OP_SoftmaxCrossEntropy, 2, (int[]){y, labels}, 2, out, 1, &sum);
+        loss = ir_grad_op2(c, IR_OP_Div, out[0], count);
+        int scale = ir_grad_op2(c, IR_OP_Div, ir_grad_scalar(c, t, 1.0), count);
+        seed = ir_grad_op(c, IR_OP_SoftmaxCrossEntropyGrad, 3, (int[]){scale, out[1], labels}, 1,
+                          &sum);
         break;
     }
     default: ir_grad_fail(c, IR_ERR_INVALID, "unknown loss kind %d", (int)o->loss); return -1;

@@ -157,6 +157,9 @@ enum ir_value_flags {
     IR_VF_PARAM = 1u << 3,       /* trainable parameter (DESIGN.md "data inputs vs parameters") */
     IR_VF_DATA = 1u << 4,        /* a data input (--data, default the first graph input) */
     IR_VF_CONST = 1u << 5,       /* has data in blob (initializer or folded constant) */
+    /* a data input that only the training loss reads (its target or labels, ir_build_training):
+     * a fission slices it with the data, and the F-Tree treats it as a resident (rules.h) */
+    IR_VF_LOSS = 1u << 6,
 };
 
 typedef struct ir_value {
@@ -320,6 +323,14 @@ enum ir_dimlink_flags {
      * k, a weight gradient's batch). Max, mean, normalizing (Softmax) axes are not: a fission
      * along them is refused. */
     IR_DIMLINK_SUM = 1u << 0,
+    /* The link names the inner factor of a merged dim on the input side (in_dim) or on the
+     * output side (out_dim), not the dim itself: a Reshape of [S, B, E] to [S*B, E] links B to
+     * the inner factor of S*B (IR_DIMLINK_OUT_INNER), and [S*B, E] back to [S, B, E] the inner
+     * factor to B (IR_DIMLINK_IN_INNER). n parts of B are then n strided sets of S*B's rows,
+     * which every op that keeps S*B whole (a row-wise Gemm) computes apart; the dimension graph
+     * gives each dim a second vertex for its inner factor (rules.h). */
+    IR_DIMLINK_IN_INNER = 1u << 1,
+    IR_DIMLINK_OUT_INNER = 1u << 2,
 };
 
 /* Most links a node may have (the dims callback is given room for this many). */

@@ -13,6 +13,7 @@
 #include "ir-impl.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- shared helpers */
 
@@ -292,6 +293,21 @@ static ir_status sce_check(const ir_graph *g, const ir_node *n, const ir_value *
     return IR_OK;
 }
 
+/* reduction "mean" (the default: the mean over the counted positions, as PyTorch's
+ * cross_entropy) or "sum" (their sum; SoftmaxCrossEntropyGrad then scales by dLoss alone). A
+ * sum splits over the batch, a mean does not: ir_build_training emits the sum and divides by
+ * the count of the whole batch itself (ir-train.c). */
+static bool sce_is_sum(const ir_node *n) {
+    return strcmp(ir_attr_str(n, "reduction", "mean"), "sum") == 0;
+}
+
+static ir_status sce_check_reduction(const ir_node *n, ir_diag *d) {
+    const char *r = ir_attr_str(n, "reduction", "mean");
+    if (strcmp(r, "mean") && strcmp(r, "sum"))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "reduction '%s' (expected mean or sum)", r);
+    return IR_OK;
+}
+
 static sce_geom sce_geom_of(const ir_shape *x) {
     sce_geom s = {.C = x->dims[x->rank - 1]};
     s.rows = s.C ? ir_shape_numel(x) / s.C : 0;
@@ -301,6 +317,7 @@ static sce_geom sce_geom_of(const ir_shape *x) {
 static ir_status sce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *lab = ir_node_in(g, n, 1);
     ir_status st = sce_check(g, n, x, lab, d);
+    if (st == IR_OK) st = sce_check_reduction(n, d);
     if (st != IR_OK) return st;
     ir_shape scalar = {0};
     ir_set_out(g, n, 0, x->dtype, &scalar);
@@ -341,13 +358,15 @@ static ir_status sce_kernel(const ir_kernel_ctx *k) {
         sum += lse - IR_LD_F(t, x->data, r * s.C + y);
         count++;
     }
-    IR_ST_F(t, k->out[0].data, 0, sum / (double)count); /* NaN when all are ignored, as PyTorch */
+    /* a mean is NaN when every label is ignored, as in PyTorch */
+    IR_ST_F(t, k->out[0].data, 0, sce_is_sum(k->node) ? sum : sum / (double)count);
     return IR_OK;
 }
 
 static ir_status sceg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *dl = ir_node_in(g, n, 0), *lp = ir_node_in(g, n, 1), *lab = ir_node_in(g, n, 2);
     ir_status st = sce_check(g, n, lp, lab, d);
+    if (st == IR_OK) st = sce_check_reduction(n, d);
     if (st != IR_OK) return st;
     if (dl->dtype != lp->dtype || ir_shape_numel(&dl->shape) != 1)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "dLoss must be a %s scalar",
@@ -367,7 +386,7 @@ static ir_status sceg_kernel(const ir_kernel_ctx *k) {
         if (st != IR_OK) return st;
         count += y != ignore;
     }
-    double scale = IR_LD_F(t, dl->data, 0) / (double)count;
+    double scale = IR_LD_F(t, dl->data, 0) / (sce_is_sum(k->node) ? 1.0 : (double)count);
     for (int64_t r = 0; r < s.rows; r++) {
         int64_t y = idx_at(lab, r);
         for (int64_t c = 0; c < s.C; c++) {
@@ -517,19 +536,33 @@ static int gg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
 
 /* SoftmaxCrossEntropy (logits, labels -> loss[, log-probabilities]): every position (each dim
  * but the classes) links from the logits and the labels to the log-probabilities, and to a reduce
- * axis of its own for the loss, which is a mean over the counted positions, not a sum. The
- * classes get no link (each row normalizes over them). SoftmaxCrossEntropyGrad has no dims:
- * every element is scaled by 1 / (the count of non-ignored labels of the whole batch), which a
- * part cannot know. */
+ * axis of its own for the loss: a sum with reduction "sum"; a mean over the counted positions,
+ * not a sum, by default. The classes get no link (each row normalizes over them). */
 static int sce_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     int r = ir_node_in(g, n, 0)->shape.rank;
-    bool lp = ir_node_out(g, n, 1) != NULL;
+    bool lp = ir_node_out(g, n, 1) != NULL, sum = sce_is_sum(n);
     ir_dims_out o = ir_dims_begin(l);
     for (int i = 0; i < r - 1; i++)
         for (int in = 0; in < 2; in++) {
             if (lp) ir_dims_keep(&o, in, i, 1, i);
-            ir_dims_reduce(&o, in, i, i + 1, false);
+            ir_dims_reduce(&o, in, i, i + 1, sum);
         }
+    return ir_dims_end(&o);
+}
+
+/* SoftmaxCrossEntropyGrad (dLoss, log-probabilities, labels -> dLogits): with reduction "sum"
+ * each element depends on its own log-probability and its row's label, so every dim links from
+ * the log-probabilities and the positions from the labels (dLoss is a shared scalar). By
+ * default it has none: every element is scaled by 1 / (the count of non-ignored labels of the
+ * whole batch), which a part cannot know. */
+static int sceg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    int r = ir_node_in(g, n, 1)->shape.rank;
+    ir_dims_out o = ir_dims_begin(l);
+    if (!sce_is_sum(n)) return ir_dims_end(&o);
+    for (int i = 0; i < r; i++) {
+        ir_dims_keep(&o, 1, i, 0, i);
+        if (i < r - 1) ir_dims_keep(&o, 2, i, 0, i);
+    }
     return ir_dims_end(&o);
 }
 
@@ -566,7 +599,7 @@ TRAIN_DEF(DropoutGrad, 2, 2, 1, 1, IR_OPF_ELEMENTWISE, dg_infer, ug_flops, dg_ke
 TRAIN_DEF(GatherGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gg_kernel, gg_dims)
 TRAIN_DEF(GatherElementsGrad, 2, 2, 1, 1, 0, gg_infer, flops_out_numel, gge_kernel, gg_dims)
 TRAIN_DEF(SoftmaxCrossEntropy, 2, 2, 1, 2, 0, sce_infer, sce_flops, sce_kernel, sce_dims)
-TRAIN_DEF(SoftmaxCrossEntropyGrad, 3, 3, 1, 1, 0, sceg_infer, sceg_flops, sceg_kernel, NULL)
+TRAIN_DEF(SoftmaxCrossEntropyGrad, 3, 3, 1, 1, 0, sceg_infer, sceg_flops, sceg_kernel, sceg_dims)
 TRAIN_DEF(SGDUpdate, 2, 2, 1, 1, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,
           sgd_kernel, upd_dims)
 TRAIN_DEF(MomentumUpdate, 3, 3, 2, 2, IR_OPF_ELEMENTWISE | IR_OPF_INPLACE, upd_infer, upd_flops,

@@ -1,7 +1,11 @@
 /* rules-dgraph.c - the dimension graph D(G) of MAGIS section 4.1 (rules.h, "dimension graph").
  *
- * A vertex per (value, dimension) of every value, residents included, and per (node, reduce
- * axis); the op table's dimension links (ir_node_dims) are its edges. Components come from a
+ * Two vertices per (value, dimension) of every value, residents included, and per (node, reduce
+ * axis): the dim itself (its outer factor where a reshape merged others into it) and its inner
+ * factor; the op table's dimension links (ir_node_dims) are its edges, an IR_DIMLINK_*_INNER
+ * flag naming an inner vertex, and a link between two dims of one length (the same dim) joins
+ * their inner vertices too. A component of inner vertices alone (the inner factor of dims that
+ * nothing was merged into) is no component. Components come from a
  * union-find over the vertices; each is one "dimension" that runs through the graph, the thing
  * a fission splits.
  *
@@ -68,10 +72,11 @@ void rw_dgraph_free(rw_dgraph *dg) {
     free(dg);
 }
 
-/* Numbers the component of vertex x when it is met first. */
-static void number(rw_dgraph *dg, int *parent, int x) {
+/* Numbers the component of vertex x when it is met first (real: per root, it has a vertex
+ * that is a whole dim or reduce axis). */
+static void number(rw_dgraph *dg, int *parent, const unsigned char *real, int x) {
     int root = uf_find(parent, x);
-    if (dg->comp[root] < 0) dg->comp[root] = dg->n_comps++;
+    if (dg->comp[root] < 0 && real[root]) dg->comp[root] = dg->n_comps++;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -101,7 +106,7 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
     int nv = 0;
     for (int v = 0; v < g->n_values; v++) {
         dg->voff[v] = nv;
-        nv += g->values[v].shape.rank;
+        nv += RW_DG_SLOTS * g->values[v].shape.rank;
     }
     dg->voff[g->n_values] = nv;
     int nr = nv;
@@ -118,7 +123,7 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
         dg->loff[i] = (int)n_links;
         n_links += (size_t)cnt;
         dg->roff[i] = nr;
-        nr += r;
+        nr += RW_DG_SLOTS * r;
     }
     dg->loff[g->n_nodes] = (int)n_links;
     dg->roff[g->n_nodes] = nr;
@@ -134,16 +139,28 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
         const ir_node *n = &g->nodes[i];
         for (int j = dg->loff[i]; j < dg->loff[i + 1]; j++) {
             const ir_dimlink *l = &dg->links[j];
-            int a = dg->voff[n->in[l->in]] + l->in_dim, b;
+            int vin = n->in[l->in], a = dg->voff[vin] + RW_DG_SLOTS * l->in_dim, b;
+            int64_t la = g->values[vin].shape.dims[l->in_dim], lb = la;
             if (l->out_dim >= 0) {
-                b = dg->voff[n->out[l->out]] + l->out_dim;
+                int vout = n->out[l->out];
+                b = dg->voff[vout] + RW_DG_SLOTS * l->out_dim;
+                lb = g->values[vout].shape.dims[l->out_dim];
             } else {
-                b = dg->roff[i] - l->out_dim - 1;
-                if (!(l->flags & IR_DIMLINK_SUM)) dg->rsum[b - nv] = 0;
+                b = dg->roff[i] + RW_DG_SLOTS * (-l->out_dim - 1);
+                if (!(l->flags & IR_DIMLINK_SUM)) dg->rsum[b - nv] = dg->rsum[b + 1 - nv] = 0;
             }
-            uf_union(parent, a, b);
+            bool inner = l->flags & (IR_DIMLINK_IN_INNER | IR_DIMLINK_OUT_INNER);
+            uf_union(parent, a + ((l->flags & IR_DIMLINK_IN_INNER) != 0),
+                     b + ((l->flags & IR_DIMLINK_OUT_INNER) != 0));
+            /* a dim linked whole to a dim of its length is the same dim, inner factor and all */
+            if (!inner && la == lb) uf_union(parent, a + 1, b + 1);
         }
     }
+    /* a component of inner vertices alone is the inner factor of dims that have none but
+     * themselves (no reshape merged anything into them): it stands for nothing */
+    unsigned char *real = calloc((size_t)nr + 1, 1);
+    if (!real) goto fail;
+    for (int x = 0; x < nr; x += RW_DG_SLOTS) real[uf_find(parent, x)] = 1;
 
     /* Deterministic numbering: the order nodes meet their vertices, then untouched values. */
     for (int x = 0; x < nr; x++) dg->comp[x] = -1;
@@ -152,15 +169,16 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0)
                 for (int x = dg->voff[n->in[k]]; x < dg->voff[n->in[k] + 1]; x++)
-                    number(dg, parent, x);
-        for (int x = dg->roff[i]; x < dg->roff[i + 1]; x++) number(dg, parent, x);
+                    number(dg, parent, real, x);
+        for (int x = dg->roff[i]; x < dg->roff[i + 1]; x++) number(dg, parent, real, x);
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 for (int x = dg->voff[n->out[k]]; x < dg->voff[n->out[k] + 1]; x++)
-                    number(dg, parent, x);
+                    number(dg, parent, real, x);
     }
-    for (int x = 0; x < nv; x++) number(dg, parent, x);
-    /* comp[] held numbers at roots only; give every vertex its root's number */
+    for (int x = 0; x < nv; x++) number(dg, parent, real, x);
+    free(real);
+    /* comp[] held numbers at roots only; give every vertex its root's number (-1: none) */
     for (int x = 0; x < nr; x++) dg->comp[x] = dg->comp[uf_find(parent, x)];
 
     /* Lengths: the gcd of the component's dim lengths (a reshape links B to B*H when B is the
@@ -174,9 +192,10 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
     }
     for (int c = 0; c < dg->n_comps; c++) dg->comp_len[c] = -1;
     for (int v = 0; v < g->n_values; v++)
-        for (int k = 0; k < g->values[v].shape.rank; k++) {
-            int c = dg->comp[dg->voff[v] + k];
-            int64_t len = g->values[v].shape.dims[k];
+        for (int x = dg->voff[v]; x < dg->voff[v + 1]; x++) {
+            int c = dg->comp[x];
+            int64_t len = g->values[v].shape.dims[(x - dg->voff[v]) / RW_DG_SLOTS];
+            if (c < 0) continue;
             if (len <= 0)
                 bad[c] = 1;
             else if (dg->comp_len[c] < 0)
@@ -200,19 +219,38 @@ int rw_dgraph_n_components(const rw_dgraph *dg) {
 }
 
 int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim) {
-    if (v < 0 || v >= dg->n_values || dim < 0 || dim >= dg->voff[v + 1] - dg->voff[v]) return -1;
-    return dg->comp[dg->voff[v] + dim];
+    if (v < 0 || v >= dg->n_values || dim < 0 ||
+        dim >= (dg->voff[v + 1] - dg->voff[v]) / RW_DG_SLOTS)
+        return -1;
+    return dg->comp[dg->voff[v] + RW_DG_SLOTS * dim];
+}
+
+int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim) {
+    if (v < 0 || v >= dg->n_values || dim < 0 ||
+        dim >= (dg->voff[v + 1] - dg->voff[v]) / RW_DG_SLOTS)
+        return -1;
+    return dg->comp[dg->voff[v] + RW_DG_SLOTS * dim + 1];
 }
 
 int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r) {
-    if (node < 0 || node >= dg->n_nodes || r < 1 || r > dg->roff[node + 1] - dg->roff[node])
+    if (node < 0 || node >= dg->n_nodes || r < 1 ||
+        r > (dg->roff[node + 1] - dg->roff[node]) / RW_DG_SLOTS)
         return -1;
-    return dg->comp[dg->roff[node] + r - 1];
+    return dg->comp[dg->roff[node] + RW_DG_SLOTS * (r - 1)];
+}
+
+int rw_dgraph_reduce_inner_comp(const rw_dgraph *dg, int node, int r) {
+    if (node < 0 || node >= dg->n_nodes || r < 1 ||
+        r > (dg->roff[node + 1] - dg->roff[node]) / RW_DG_SLOTS)
+        return -1;
+    return dg->comp[dg->roff[node] + RW_DG_SLOTS * (r - 1) + 1];
 }
 
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r) {
-    if (rw_dgraph_reduce_comp(dg, node, r) < 0) return false;
-    return dg->rsum[dg->roff[node] + r - 1 - dg->roff[0]] != 0;
+    if (node < 0 || node >= dg->n_nodes || r < 1 ||
+        r > (dg->roff[node + 1] - dg->roff[node]) / RW_DG_SLOTS)
+        return false;
+    return dg->rsum[dg->roff[node] + RW_DG_SLOTS * (r - 1) - dg->roff[0]] != 0;
 }
 
 int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp) {
@@ -220,15 +258,15 @@ int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp) {
 }
 
 int rw_dgraph_value_dim_in(const rw_dgraph *dg, int v, int comp) {
-    if (v < 0 || v >= dg->n_values) return -1;
+    if (v < 0 || v >= dg->n_values || comp < 0) return -1;
     for (int x = dg->voff[v]; x < dg->voff[v + 1]; x++)
-        if (dg->comp[x] == comp) return x - dg->voff[v];
+        if (dg->comp[x] == comp) return (x - dg->voff[v]) / RW_DG_SLOTS;
     return -1;
 }
 
 int rw_dgraph_reduce_in(const rw_dgraph *dg, int node, int comp) {
-    if (node < 0 || node >= dg->n_nodes) return 0;
+    if (node < 0 || node >= dg->n_nodes || comp < 0) return 0;
     for (int x = dg->roff[node]; x < dg->roff[node + 1]; x++)
-        if (dg->comp[x] == comp) return x - dg->roff[node] + 1;
+        if (dg->comp[x] == comp) return (x - dg->roff[node]) / RW_DG_SLOTS + 1;
     return 0;
 }

@@ -52,15 +52,22 @@ void rw_fission_info_free(rw_fission_info *fi) {
     fi->n_s = 0;
 }
 
-/* The number of dims of value v in comp (a value may, in a degenerate D, have several). */
+/* The number of dims of value v in comp, whole or by their inner factor (a value may, in a
+ * degenerate D, have several). */
 static int dims_in(const rw_dgraph *dg, int v, int comp, int *first) {
     int cnt = 0;
     *first = -1;
-    for (int x = dg->voff[v]; x < dg->voff[v + 1]; x++)
-        if (dg->comp[x] == comp) {
-            if (cnt++ == 0) *first = x - dg->voff[v];
+    for (int x = dg->voff[v]; x < dg->voff[v + 1]; x += RW_DG_SLOTS)
+        if (dg->comp[x] == comp || dg->comp[x + 1] == comp) {
+            if (cnt++ == 0) *first = (x - dg->voff[v]) / RW_DG_SLOTS;
         }
     return cnt;
+}
+
+/* True when comp is value v's dim `dim` by its inner factor only (a strided split of it). */
+static bool inner_only(const rw_dgraph *dg, int v, int dim, int comp) {
+    int x = dg->voff[v] + RW_DG_SLOTS * dim;
+    return dg->comp[x] != comp && dg->comp[x + 1] == comp;
 }
 
 /* True when node i links dimension dim of its input k (to anything). */
@@ -123,10 +130,10 @@ static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int c
             without++;
     }
     int nr = 0, r = 0;
-    for (int x = dg->roff[i]; x < dg->roff[i + 1]; x++)
-        if (dg->comp[x] == comp) {
+    for (int x = dg->roff[i]; x < dg->roff[i + 1]; x += RW_DG_SLOTS)
+        if (dg->comp[x] == comp || dg->comp[x + 1] == comp) {
             nr++;
-            r = x - dg->roff[i] + 1;
+            r = (x - dg->roff[i]) / RW_DG_SLOTS + 1;
         }
     if (with && !without && nr == 0) return IR_OK; /* split node */
     if (without &&
@@ -202,6 +209,41 @@ static bool slices_something(const ir_graph *g, const rw_dgraph *dg, const rw_fi
         }
     }
     return false;
+}
+
+/* S's border values (inputs it slices, outputs it assembles) have D as a dim of their own or
+ * its outer factor: a part of an inner factor is a strided set of elements (B in [S*B, E]: rows
+ * b, b + B, ...), which FissionSlice and FissionAssemble do not cut. Inside S such a dim is
+ * divided like any other (each op that keeps S*B whole computes the part's rows apart). */
+static ir_status check_border(const ir_graph *g, const rw_dgraph *dg, const rw_fission_info *fi,
+                              ir_diag *d) {
+    for (int j = 0; j < fi->n_s; j++) {
+        const ir_node *n = &g->nodes[fi->s[j]];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k], dim, p = v >= 0 ? g->values[v].producer : -1;
+            if (v < 0 || (p >= 0 && fi->in_s[p]) || dims_in(dg, v, fi->comp, &dim) == 0) continue;
+            if (inner_only(dg, v, dim, fi->comp))
+                return ir_node_fail(d, IR_ERR_INVALID, n,
+                                    "fission: input '%s' would be sliced along the inner factor "
+                                    "of its dim %d (a strided slice at the border of S)",
+                                    g->values[v].name, dim);
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) { /* outputs of S read outside it, or graph outputs */
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < (fi->in_s[i] ? n->n_out : n->n_in); k++) {
+            int v = fi->in_s[i] ? n->out[k] : n->in[k], dim;
+            int p = v >= 0 ? g->values[v].producer : -1;
+            if (p < 0 || !fi->in_s[p] || (fi->in_s[i] && !(g->values[v].flags & IR_VF_OUTPUT)))
+                continue;
+            if (dims_in(dg, v, fi->comp, &dim) == 0 || !inner_only(dg, v, dim, fi->comp)) continue;
+            return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[p],
+                                "fission: output '%s' is split along the inner factor of its dim "
+                                "%d (a strided split at the border of S)",
+                                g->values[v].name, dim);
+        }
+    }
+    return IR_OK;
 }
 
 /* Constraint (1): G[S] weakly connected, by union-find over S's inner edges. */
@@ -374,6 +416,7 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
     for (int j = 0; j < fi->n_s && st == IR_OK; j++)
         st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, fi->replica, d);
     if (st == IR_OK) st = check_swaps(g, fi, d);
+    if (st == IR_OK) st = check_border(g, dg, fi, d);
     if (st == IR_OK && !slices_something(g, dg, fi))
         st = ir_diag_set(d, IR_ERR_INVALID,
                          "fission: S reads no input split along D (its parts would be identical)");
@@ -382,6 +425,37 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
 out:
     free(map);
     return st;
+}
+
+int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int from, ir_diag *d) {
+    IR_ASSERT(dg->n_nodes == g->n_nodes && dg->n_values == g->n_values);
+    unsigned char *reached = calloc((size_t)g->n_nodes + 1, 1);
+    unsigned char *none = calloc((size_t)g->n_nodes + 1, 1); /* no replicas: S is all of D */
+    int found = -1, dim;
+    if (!reached || !none) {
+        found = -2;
+        goto out;
+    }
+    /* D's nodes (a vertex in D) and its readers: the S a whole-graph fission along D needs */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        bool r = rw_dgraph_reduce_in(dg, i, comp) > 0;
+        for (int k = 0; k < n->n_in && !r; k++)
+            r = n->in[k] >= 0 && dims_in(dg, n->in[k], comp, &dim) > 0;
+        for (int k = 0; k < n->n_out && !r; k++)
+            r = n->out[k] >= 0 && dims_in(dg, n->out[k], comp, &dim) > 0;
+        reached[i] = r;
+    }
+    for (int i = from < 0 ? 0 : from; i < g->n_nodes && found < 0; i++) {
+        if (!reached[i]) continue;
+        if (check_node(g, dg, i, comp, d) != IR_OK ||
+            check_edges(g, dg, i, comp, reached, none, d) != IR_OK)
+            found = i;
+    }
+out:
+    free(reached);
+    free(none);
+    return found;
 }
 
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f,

@@ -21,7 +21,11 @@
  *    nodes (a transformer's Q, K, V projections and its residual all read x) dominates them all,
  *    and S = des(x) \ {x} is the whole batch-carrying graph (x sliced: gradient accumulation
  *    as a fission). The analysis runs on a copy of g where each data input is read through one
- *    Identity node that stands for it; that node is never part of an S.
+ *    Identity node that stands for it; that node is never part of an S. The loss's own inputs
+ *    (IR_VF_LOSS: an mse target, cross-entropy labels) get none: as sources of G' they would
+ *    make the virtual root the only dominator of the loss and of the whole backward, which
+ *    reads them, so no S could hold a loss but the sum of the outputs. Like a weight, such an
+ *    input is a resident an S reads from outside (and slices: it has the batch dimension).
  *  - generators are not entries: a node of G' that reads nothing carrying D (the backward's seed
  *    gradient, an Expand of the constant 1 to the loss input's shape) creates the dimension
  *    from constants. As a source of G' it would cut the forward off from the backward in the
@@ -73,24 +77,36 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The seed vertex of D on node i (its first output dimension in D, else its reduce axis). */
-static bool seed_of(const ir_graph *g, const rw_dgraph *dg, int i, int comp, ft_cand *c) {
+/* The seed vertex of D on node i: its first output dimension that is D as a whole dim (a seed
+ * names a dim's own vertex, never its inner factor's), else such a reduce axis. */
+static bool seed_at(const ir_graph *g, const rw_dgraph *dg, int i, int comp, ft_cand *c) {
     const ir_node *nd = &g->nodes[i];
     for (int k = 0; k < nd->n_out; k++) {
-        int dim = nd->out[k] >= 0 ? rw_dgraph_value_dim_in(dg, nd->out[k], comp) : -1;
-        if (dim >= 0) {
+        int v = nd->out[k];
+        for (int dim = 0; v >= 0 && dim < g->values[v].shape.rank; dim++)
+            if (rw_dgraph_value_comp(dg, v, dim) == comp) {
+                c->seed_id = nd->id;
+                c->seed_out = k;
+                c->seed_dim = dim;
+                return true;
+            }
+    }
+    for (int r = 1, cr; (cr = rw_dgraph_reduce_comp(dg, i, r)) >= 0; r++)
+        if (cr == comp) {
             c->seed_id = nd->id;
-            c->seed_out = k;
-            c->seed_dim = dim;
+            c->seed_out = 0;
+            c->seed_dim = -r;
             return true;
         }
-    }
-    int r = rw_dgraph_reduce_in(dg, i, comp);
-    if (r <= 0) return false;
-    c->seed_id = nd->id;
-    c->seed_out = 0;
-    c->seed_dim = -r;
-    return true;
+    return false;
+}
+
+/* The seed of D in S (sub, m node indices): the first node that has one. */
+static bool seed_of(const ir_graph *g, const rw_dgraph *dg, const int *sub, int m, int comp,
+                    ft_cand *c) {
+    for (int j = 0; j < m; j++)
+        if (seed_at(g, dg, sub[j], comp, c)) return true;
+    return false;
 }
 
 /* Per-build scratch: the generator flags of the component being analyzed, the loss node,
@@ -189,7 +205,7 @@ static bool component_candidates(ft_build *b, const ir_graph *g, const rw_dgraph
                       .heat = c.heat[v],
                       .score = c.score[v],
                       .parent = -1};
-        if (!seed_of(g, dg, sub[0], comp, &cd)) continue;
+        if (!seed_of(g, dg, sub, m, comp, &cd)) continue;
         uint32_t *grown = grow(b->ids, &b->cap_ids, b->n_ids + (size_t)m, sizeof *b->ids);
         if (!grown) return false;
         b->ids = grown;
@@ -336,7 +352,8 @@ static ir_graph *with_input_stand_ins(const ir_graph *g) {
     int nv = h->n_values;
     for (int v = 0; v < nv; v++) {
         unsigned f = h->values[v].flags;
-        if (h->values[v].producer >= 0 || !(f & IR_VF_INPUT) || (f & (IR_VF_PARAM | IR_VF_CONST)))
+        if (h->values[v].producer >= 0 || !(f & IR_VF_INPUT) ||
+            (f & (IR_VF_PARAM | IR_VF_CONST | IR_VF_LOSS)))
             continue;
         bool read = false;
         for (int i = 0; i < h->n_nodes && !read; i++)
@@ -413,10 +430,10 @@ rw_ftree *rw_ftree_build(const ir_graph *g0, const sched_memory *m, int L) {
         int nl = ir_node_dims(g, nd, links), n_red = 0;
         for (int l = 0; l < nl; l++)
             if (-links[l].out_dim > n_red) n_red = -links[l].out_dim;
-        sel[i] = n_red; /* sel is free until the components are analyzed */
-        cap_pairs += (size_t)n_red;
+        sel[i] = n_red;                 /* sel is free until the components are analyzed */
+        cap_pairs += 2 * (size_t)n_red; /* a reduce axis and its inner factor */
         for (int k = 0; k < nd->n_out; k++)
-            if (nd->out[k] >= 0) cap_pairs += (size_t)g->values[nd->out[k]].shape.rank;
+            if (nd->out[k] >= 0) cap_pairs += 2 * (size_t)g->values[nd->out[k]].shape.rank;
     }
     comp_of = malloc((cap_pairs + 1) * sizeof *comp_of);
     node_of = malloc((cap_pairs + 1) * sizeof *node_of);
@@ -426,16 +443,18 @@ rw_ftree *rw_ftree_build(const ir_graph *g0, const sched_memory *m, int L) {
         const ir_node *nd = &g->nodes[i];
         for (int k = 0; k < nd->n_out; k++) {
             if (nd->out[k] < 0) continue;
-            for (int dim = 0; dim < g->values[nd->out[k]].shape.rank; dim++) {
-                int c = rw_dgraph_value_comp(dg, nd->out[k], dim);
+            for (int x = 0; x < 2 * g->values[nd->out[k]].shape.rank; x++) {
+                int c = x & 1 ? rw_dgraph_value_inner_comp(dg, nd->out[k], x / 2)
+                              : rw_dgraph_value_comp(dg, nd->out[k], x / 2);
                 if (c < 0 || last[c] == i) continue;
                 last[c] = i;
                 comp_of[n_pairs] = c;
                 node_of[n_pairs++] = i;
             }
         }
-        for (int r = 1; r <= sel[i]; r++) {
-            int c = rw_dgraph_reduce_comp(dg, i, r);
+        for (int x = 0; x < 2 * sel[i]; x++) {
+            int c = x & 1 ? rw_dgraph_reduce_inner_comp(dg, i, x / 2 + 1)
+                          : rw_dgraph_reduce_comp(dg, i, x / 2 + 1);
             if (c < 0 || last[c] == i) continue;
             last[c] = i;
             comp_of[n_pairs] = c;

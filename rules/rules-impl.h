@@ -52,10 +52,14 @@ ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned 
 
 /* ---------------------------------------------------------------- dimension graph */
 
-/* Vertices: value v's dimension d is vertex voff[v] + d; node i's reduce axis r (1-based) is
- * vertex roff[i] + r - 1 (reduce vertices come after every value vertex). comp[x] is the
- * component of vertex x. The links of node i are links[loff[i] .. loff[i+1]), as ir_node_dims
- * gave them, minus those naming an omitted input or output. */
+/* Vertices: value v's dimension d is vertex voff[v] + RW_DG_SLOTS * d, its inner factor the
+ * next one; node i's reduce axis r (1-based) is vertex roff[i] + RW_DG_SLOTS * (r - 1), its
+ * inner factor the next one (reduce vertices come after every value vertex). comp[x] is the
+ * component of vertex x, -1 for an inner vertex that stands for nothing. The links of node i are
+ * links[loff[i] .. loff[i+1]), as ir_node_dims gave them, minus those naming an omitted input or
+ * output. */
+#define RW_DG_SLOTS 2 /* vertices per dim and per reduce axis: the dim, its inner factor */
+
 struct rw_dgraph {
     int n_values, n_nodes, n_vertices;
     int *voff;           /* n_values + 1 */

@@ -149,10 +149,13 @@ int rw_subst_candidates(const ir_graph *g, rw_rewrite *out, int max);
 
 /* ================================================================ dimension graph
  * (rules-dgraph.c, MAGIS 4.1) D(G): a vertex per (value, dimension) of every value a node
- * produces, and per (node, reduce axis); edges from the op table's dimension links
- * (ir_node_dims). Residents (weights, graph inputs) are vertices too, so a component says
- * which inputs of a sub-graph are sliced and which are shared. Components are numbered
- * 0..n_components-1 in a deterministic order (by first vertex in node order). */
+ * produces, and per (node, reduce axis), and one more for each one's inner factor (a reshape
+ * that merges B into S*B, as nn.MultiheadAttention's export does around its output projection,
+ * links B to the inner factor of S*B: IR_DIMLINK_OUT_INNER); edges from the op table's dimension
+ * links (ir_node_dims), a link between two dims of one length joining their inner factors too.
+ * Residents (weights, graph inputs) are vertices too, so a component says which inputs of a
+ * sub-graph are sliced and which are shared. Components are numbered 0..n_components-1 in a
+ * deterministic order (by first vertex in node order). */
 typedef struct rw_dgraph rw_dgraph;
 
 rw_dgraph *rw_dgraph_build(const ir_graph *g); /* NULL when out of memory */
@@ -163,6 +166,11 @@ int rw_dgraph_n_components(const rw_dgraph *dg);
 int rw_dgraph_value_comp(const rw_dgraph *dg, int v, int dim);
 /* Component of node index i's reduce axis r (1-based, as -ir_dimlink.out_dim), or -1. */
 int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
+/* The component of the inner factor of value v's dimension dim (a reshape merged dims into it:
+ * B in [S*B, E], IR_DIMLINK_OUT_INNER), or of node i's reduce axis r; -1 when it has none. A
+ * fission along it splits the dim into strided parts (rw_fission_check). */
+int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim);
+int rw_dgraph_reduce_inner_comp(const rw_dgraph *dg, int node, int r);
 /* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
 /* The length of the dimension the component stands for: the greatest common divisor of its
@@ -170,8 +178,8 @@ bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
  * whose outer factor it is (B to B*H): n parts of B are then n contiguous blocks of B*H, so a
  * fission into n parts needs n to divide this length. 0 when a dim is empty. */
 int64_t rw_dgraph_comp_length(const rw_dgraph *dg, int comp);
-/* The dimension of value v in component comp (0-based), or -1; the reduce axis (1-based) of
- * node i in comp, or 0. */
+/* The dimension of value v in component comp (0-based; the dim or its inner factor), or -1; the
+ * reduce axis (1-based) of node i in comp, or 0. */
 int rw_dgraph_value_dim_in(const rw_dgraph *dg, int v, int comp);
 int rw_dgraph_reduce_in(const rw_dgraph *dg, int node, int comp);
 
@@ -197,13 +205,25 @@ typedef struct rw_fission {
  * input of S that has a D-dimension (it reads a slice); every node of S reads at least one value
  * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
- * fission op or already tagged; parts divides D's length (all of D's dims have one length).
+ * fission op or already tagged; parts divides D's length (all of D's dims have one length); the
+ * values on S's border (the inputs it slices, the outputs it assembles) have D as a dim of their
+ * own or its outer factor, not as an inner factor (whose parts are strided sets of elements):
+ * inside S a dim with D as its inner factor is divided like any other.
  * S's replicas join it first: a layout op outside S (Transpose, Reshape, ...) of residents
  * without a D-dimension whose outputs only S reads, such as a weight's Transpose before a
  * Linear layer's MatMul, which each part then recomputes instead of holding it through all of
  * them (the one deliberate exception to (3); rules-fission.c).
  * IR_ERR_INVALID with d naming the node of the first violation and its cause. */
 ir_status rw_fission_check(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, ir_diag *d);
+
+/* Why D (component comp of dg, g's dimension graph) cannot be split as a whole: the first node
+ * at index >= from, in node order, among D's nodes (those with an output dimension or a reduce
+ * axis in D) and their readers, that rw_fission_check refuses on its own or on one of its
+ * edges (the per-node rule of constraint (3), the edge rule; S taken as all of those nodes,
+ * without replicas). Returns its index with d naming it and the cause in rw_fission_check's
+ * words; -1 when none is left, -2 when out of memory. For `magpie inspect
+ * --fission`: the node that stops a user's batch. */
+int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int from, ir_diag *d);
 
 /* The ids of S's convex closure in g, sorted ascending, into *out (malloc'd; the count is
  * returned): S and every node of g on a path between two nodes of S. On the graph S was found on

@@ -364,6 +364,55 @@ static void test_inspect_text_and_plot(void **state) {
     remove_tree(tmp);
 }
 
+/* inspect --fission: the dimension graph, the F-Tree and the node that stops the batch, in the
+ * fission checker's words. The dropout MLP's training graph is stopped by its Dropout (parts
+ * would draw new masks); the plain MLP's is not stopped at all. */
+static void test_inspect_fission(void **state) {
+    char *tmp = make_tmpdir();
+    const char *drop = src("tests/fixtures/numeric/mlp_dropout_train/model.onnx");
+    proc p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", NULL});
+    if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
+    assert_non_null(strstr(p.out, "dimensions"));
+    assert_non_null(strstr(p.out, "graph inputs split"));
+    assert_non_null(strstr(p.out, "F-Tree"));
+    assert_non_null(strstr(p.out, "batch        input[0] (length 4)"));
+    assert_non_null(strstr(p.out, "first break: node '/net/net.2/Dropout' (Dropout): fission: a "
+                                  "random op (parts would draw anew)"));
+    assert_null(strstr(p.out, "eager peak")); /* --fission replaces the summary */
+    assert_string_equal(p.err, "");
+    proc_free(&p);
+
+    p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", "--json", NULL});
+    if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
+    jcheck j;
+    json_parse_object(p.out, &j);
+    assert_int_equal(*json_get(&j, "components"), '[');
+    assert_non_null(strstr(json_get(&j, "components"), "{\"name\":\"input\",\"dim\":0}"));
+    assert_int_equal(*json_get(&j, "ftree"), '[');
+    assert_non_null(strstr(json_get(&j, "ftree"), "\"heat\":"));
+    assert_non_null(strstr(json_get(&j, "ftree"), "\"score\":"));
+    const char *batch = json_get(&j, "batch");
+    assert_non_null(strstr(batch, "\"input\":\"input\""));
+    assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/net/net.2/Dropout\",\"op\":"
+                                  "\"Dropout\",\"reason\":\"fission: a random op"));
+    assert_non_null(strstr(batch, "\"breaks\":2,"));
+    proc_free(&p);
+
+    p = run_magpie(tmp, (const char *[]){"inspect", src(FIXTURE "/model.onnx"), "--train",
+                                         "--fission", "--json", NULL});
+    if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
+    json_parse_object(p.out, &j);
+    batch = json_get(&j, "batch");
+    assert_non_null(strstr(batch, "\"breaks\":0,\"first_break\":null}"));
+    proc_free(&p);
+    p = run_magpie(
+        tmp, (const char *[]){"inspect", src(FIXTURE "/model.onnx"), "--train", "--fission", NULL});
+    assert_int_equal(p.rc, 0);
+    assert_non_null(strstr(p.out, "no node breaks it"));
+    proc_free(&p);
+    remove_tree(tmp);
+}
+
 static void test_export(void **state) {
     char *tmp = make_tmpdir();
     char out[512];
@@ -766,6 +815,7 @@ int main(void) {
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_inspect_json),
         cmocka_unit_test(test_inspect_text_and_plot),
+        cmocka_unit_test(test_inspect_fission),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_run_outputs),
         cmocka_unit_test(test_run_output_names),

@@ -18,22 +18,29 @@
 typedef struct lk {
     int in, in_dim, out, out_dim; /* out_dim < 0: reduce axis -out_dim (out ignored) */
     bool sum;
+    unsigned flags; /* a kept dim's IR_DIMLINK_*_INNER */
 } lk;
 
-#define K(i, id, o, od) ((lk){(i), (id), (o), (od), false})
-#define R(i, id, ax, s) ((lk){(i), (id), 0, -(ax), (s)})
+#define K(i, id, o, od) ((lk){(i), (id), (o), (od), false, 0})
+#define R(i, id, ax, s) ((lk){(i), (id), 0, -(ax), (s), 0})
+/* a reshape's inner factors: of the output's dim (IO), of the input's (OI) */
+#define IO(i, id, o, od) ((lk){(i), (id), (o), (od), false, IR_DIMLINK_OUT_INNER})
+#define OI(i, id, o, od) ((lk){(i), (id), (o), (od), false, IR_DIMLINK_IN_INNER})
 
 static void print_links(const ir_dimlink *l, int n) {
     for (int i = 0; i < n; i++)
         print_error("  in %d dim %d -> %s %d dim %d%s\n", l[i].in, l[i].in_dim,
                     l[i].out_dim < 0 ? "reduce" : "out", l[i].out_dim < 0 ? 0 : l[i].out,
                     l[i].out_dim < 0 ? -l[i].out_dim : l[i].out_dim,
-                    (l[i].flags & IR_DIMLINK_SUM) ? " (sum)" : "");
+                    (l[i].flags & IR_DIMLINK_SUM)         ? " (sum)"
+                    : (l[i].flags & IR_DIMLINK_IN_INNER)  ? " (the input's inner factor)"
+                    : (l[i].flags & IR_DIMLINK_OUT_INNER) ? " (the output's inner factor)"
+                                                          : "");
 }
 
 static bool same_link(const ir_dimlink *a, const lk *e) {
     if (a->in != e->in || a->in_dim != e->in_dim || a->out_dim != e->out_dim) return false;
-    if (e->out_dim >= 0) return a->out == e->out && a->flags == 0;
+    if (e->out_dim >= 0) return a->out == e->out && a->flags == e->flags;
     return ((a->flags & IR_DIMLINK_SUM) != 0) == e->sum;
 }
 
@@ -287,25 +294,28 @@ static void test_reshape(void **state) {
      * links to the outer factor 12 (n parts of 768 are n parts of 12 heads) */
     int64_t heads[] = {8, 128, 12, 64}, flat[] = {1024, 768};
     int ni = NODE(g, IR_OP_Reshape, 1, 0, NULL, x, ints(g, "s1", 4, heads));
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1), K(0, 2, 0, 2));
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1), K(0, 2, 0, 2), OI(0, 2, 0, 3));
     /* batch and sequence merged: the hidden dim survives, the batch is the outer factor of
-     * 1024 (n parts of the batch are n blocks of rows) */
+     * 1024 (n parts of the batch are n blocks of rows), the sequence its inner factor (n parts
+     * of it are n strided sets of rows) */
     ni = NODE(g, IR_OP_Reshape, 1, 0, NULL, x, ints(g, "s2", 2, flat));
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 1));
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 1), IO(0, 1, 0, 0));
     /* equal sizes at other places are other elements: [4,6] -> [6,4] links only the outer
-     * dims (4 and 6 both start at element 0: n blocks of rows either way), and of
-     * [6,2,6] -> [2,6,6] the outer dims and the last 6 (after 12 elements on both sides) */
+     * dims (4 and 6 both start at element 0: n blocks of rows either way; 4 and 6 are factors
+     * of no common radix, so nothing else), and of [6,2,6] -> [2,6,6] the outer dims, the
+     * last 6 (after 12 elements on both sides), and the factors 3 (the first 6's inner, the
+     * second's outer) and 2 (the second 6's inner) */
     int64_t t64[] = {6, 4}, t266[] = {2, 6, 6};
     int x46 = fin(g, "x46", TU_SHAPE(4, 6)), x626 = fin(g, "x626", TU_SHAPE(6, 2, 6));
     ni = NODE(g, IR_OP_Reshape, 1, 0, NULL, x46, ints(g, "s4", 2, t64));
     EXPECT(g, ni, K(0, 0, 0, 0));
     ni = NODE(g, IR_OP_Reshape, 1, 0, NULL, x626, ints(g, "s5", 3, t266));
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 2));
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 2), OI(0, 0, 0, 1), IO(0, 1, 0, 1));
     /* size-1 dims pair up where their runs are alike */
     int x1 = fin(g, "x1", TU_SHAPE(1, 128, 768));
     int64_t h1[] = {1, 128, 12, 64}, ax0[] = {0};
     ni = NODE(g, IR_OP_Reshape, 1, 0, NULL, x1, ints(g, "s3", 4, h1));
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1), K(0, 2, 0, 2));
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1), K(0, 2, 0, 2), OI(0, 2, 0, 3));
     ni = NODE(g, IR_OP_Unsqueeze, 1, 0, NULL, x1, ints(g, "a0", 1, ax0));
     EXPECT(g, ni, K(0, 1, 0, 2), K(0, 2, 0, 3));
     int y = fin(g, "y", TU_SHAPE(4, 1, 6));
@@ -313,11 +323,11 @@ static void test_reshape(void **state) {
     ni = NODE(g, IR_OP_Squeeze, 1, 0, NULL, y, ints(g, "a1", 1, ax1));
     EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 1));
     int z = fin(g, "z", TU_SHAPE(4, 3, 5));
-    ni = NODE(g, IR_OP_Flatten, 1, 0, NULL, z); /* axis 1: [4, 15], 3 the outer factor of 15 */
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1));
+    ni = NODE(g, IR_OP_Flatten, 1, 0, NULL, z); /* axis 1: [4, 15], 3 and 5 the factors of 15 */
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 1, 0, 1), IO(0, 2, 0, 1));
     ir_attr fa = tu_attr_int("axis", 2);
-    ni = NODE(g, IR_OP_Flatten, 1, 1, &fa, z); /* [12, 5], 4 the outer factor of 12 */
-    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 1));
+    ni = NODE(g, IR_OP_Flatten, 1, 1, &fa, z); /* [12, 5], 4 and 3 the factors of 12 */
+    EXPECT(g, ni, K(0, 0, 0, 0), K(0, 2, 0, 1), IO(0, 1, 0, 0));
     ir_graph_free(g);
 }
 
@@ -566,6 +576,14 @@ static void test_train_ops(void **state) {
     /* its gradient divides by the count of the whole batch's labels: no links */
     ni = NODE(g, IR_OP_SoftmaxCrossEntropyGrad, 1, 0, NULL, dl, lp, lab);
     EXPECT_NONE(g, ni);
+    /* reduction "sum" (what ir_build_training emits): the loss is a sum over the batch, and the
+     * gradient, scaled by dLoss alone, is element-wise in the log-probabilities and per row in
+     * the labels */
+    ir_attr sum = tu_attr_str("reduction", "sum");
+    ni = NODE(g, IR_OP_SoftmaxCrossEntropy, 2, 1, &sum, x, lab);
+    EXPECT(g, ni, K(0, 0, 1, 0), K(1, 0, 1, 0), R(0, 0, 1, true), R(1, 0, 1, true));
+    ni = NODE(g, IR_OP_SoftmaxCrossEntropyGrad, 1, 1, &sum, dl, g->nodes[ni].out[1], lab);
+    EXPECT(g, ni, K(1, 0, 0, 0), K(2, 0, 0, 0), K(1, 1, 0, 1));
     /* Adam: each new tensor from what it reads */
     int p = fin(g, "p", TU_SHAPE(3, 2)), m = fin(g, "m", TU_SHAPE(3, 2)),
         v = fin(g, "v", TU_SHAPE(3, 2));
@@ -615,9 +633,7 @@ static void test_overflow(void **state) {
 
 /* Ops whose outputs' dims are not their inputs' dims, or whose parts cannot be computed apart. */
 static const char *const no_dims[] = {
-    "Shape",    "Size",
-    "Constant", "ConstantOfShape",
-    "Range",    "SoftmaxCrossEntropyGrad", /* scales by 1 / count over the whole batch */
+    "Shape", "Size", "Constant", "ConstantOfShape", "Range",
 };
 
 static void test_every_op_has_dims(void **state) {

@@ -652,6 +652,85 @@ static void test_pet_train_refused(void **state) {
     free(p);
 }
 
+/* A model exported with a dynamic batch (transformer_encoder's 'batch'): --shape batch=4 binds
+ * it once, for the search and for the plan written after it, which has the bound shapes; the
+ * plan reads back, its report is written, and verify with the same --shape finds it equal. */
+static void test_symbolic_shape(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024], path[256];
+    make_dir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "optimize " FIX "transformer_encoder/model.onnx --shape batch=4 --train --loss mse "
+             "--lat-limit 1.10 --max-states 200 --threads 1 -o %s/plan --json --quiet",
+             dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("optimize exit %d: %s", p->rc, p->err);
+    assert_string_equal(p->err, "");
+    double best = tu_json_num(p->out, "best_peak_bytes");
+    assert_true(best > 0 && best <= tu_json_num(p->out, "baseline_peak_bytes"));
+    static const char *const files[] = {"optimized.onnx", "schedule.json", "report.json",
+                                        "memory.svg"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/plan/%s", dir, files[i]);
+        if (!exists(path)) fail_msg("%s missing", path);
+    }
+    snprintf(args, sizeof args, "inspect %s/plan/optimized.onnx --json", dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("inspect of the plan: exit %d: %s", p->rc, p->err);
+    assert_non_null(strstr(p->out, "{\"name\":\"src\",\"dtype\":\"float32\",\"shape\":[4,16,32]}"));
+    snprintf(args, sizeof args,
+             "verify " FIX "transformer_encoder/model.onnx %s/plan/optimized.onnx --shape batch=4 "
+             "--train --loss mse --json",
+             dir);
+    tu_magpie(p, args);
+    if (p->rc != 0) fail_msg("verify exit %d: %s %s", p->rc, p->out, p->err);
+    assert_non_null(strstr(p->out, "\"match\":true"));
+    remove_dir(dir);
+    free(p);
+}
+
+/* An output directory that cannot be made (under a regular file, which even root cannot
+ * create) is refused before the search: exit 2 at once, one line naming it, no progress line
+ * (the search never started), nothing written; a model that fails to load leaves no directory
+ * it would have made. */
+static void test_unwritable_out_dir(void **state) {
+    (void)state;
+    tu_proc *p = malloc(sizeof *p);
+    char dir[64], args[1024], path[256];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/file", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a directory\n", f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --time 60 "
+             "--threads 1 -o %s/file/plan --json",
+             dir);
+    double t0 = ir_now_seconds();
+    tu_magpie(p, args);
+    double t = ir_now_seconds() - t0;
+    if (p->rc != 2) fail_msg("exit %d, expected 2: %s", p->rc, p->err);
+    assert_string_equal(p->out, "");
+    assert_non_null(strstr(p->err, "file/plan"));
+    assert_null(strstr(p->err, "states")); /* no progress line: no search */
+    assert_int_equal(strchr(p->err, '\n') - p->err + 1, (long)strlen(p->err)); /* one line */
+    assert_true(t < 30); /* not the 60 s budget */
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+
+    snprintf(args, sizeof args, "optimize %s/missing.onnx --lat-limit 1.10 -o %s/new/plan", dir,
+             dir);
+    tu_magpie(p, args);
+    assert_int_equal(p->rc, 2);
+    snprintf(path, sizeof path, "%s/new", dir);
+    if (exists(path)) fail_msg("a failed load left %s", path);
+    remove_dir(dir);
+    free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet_small),
@@ -670,6 +749,8 @@ int main(void) {
         cmocka_unit_test(test_pet_plan),
         cmocka_unit_test(test_pet_deterministic_resume),
         cmocka_unit_test(test_pet_train_refused),
+        cmocka_unit_test(test_symbolic_shape),
+        cmocka_unit_test(test_unwritable_out_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
