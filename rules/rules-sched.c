@@ -393,6 +393,14 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, i
                             "rewrite: '%s' is already on the host", g->values[v].name);
     if (g->nodes[ib].op == IR_OP_Store)
         return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib], "rewrite: swapping into a Store");
+    /* A view has no bytes of its own to move: its base's buffer would stay on the device for the
+     * view's other readers, and the Store would copy the base's bytes. Swapping the base is the
+     * rewrite that frees them. */
+    int viewed = ir_value_view_of(g, v);
+    if (viewed >= 0)
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                            "rewrite: '%s' is a view of '%s': swap its base instead",
+                            g->values[v].name, g->values[viewed].name);
     uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, sid = g->next_node_id;
     const char *base = g->values[v].name;
     int h = fresh_value(g, v, "host", sid), l = fresh_value(g, v, "load", sid + 1);
@@ -568,6 +576,8 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
             if (p < 0 || ir_value_on_host(g, v)) continue;
             const ir_node *a = &g->nodes[p];
             if (pass == 0 && !recomputable(a)) continue;
+            /* a view has no bytes to move (rw_apply refuses it; its base is the candidate) */
+            if (pass == 1 && ir_value_view_of(g, v) >= 0) continue;
             int k = 0;
             while (k < a->n_out && a->out[k] != v) k++;
             int nu = 0, first = -1;

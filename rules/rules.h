@@ -31,7 +31,10 @@
  *              users read A's outputs. A2's outputs must not be graph outputs.
  *  RW_SWAP     node_id = A, value = output index of v, user_id = B: inserts Store(v) -> Load;
  *              B and v's other late readers (as for RW_REMAT; Stores excepted) read the Load's
- *              output instead of v.
+ *              output instead of v. A view (ir_value_view_of) is refused: it owns no bytes, its
+ *              base is what to swap. A remat of a view recomputes it for free (no kernel, no
+ *              bytes: ir.h) and holds its base until B. Views own no bytes, so they are never
+ *              hot-spots and never candidates themselves.
  *  RW_DESWAP   node_id = L (a Load whose input a Store produces), user_id = B (a user of L): B
  *              reads the Store's input again; L and then the Store are removed once unused.
  */
