@@ -9,12 +9,14 @@
  *
  * Invariants the rest of magpie relies on:
  *  - an in-place output never takes over a view, nor a value of which a graph output is a view
- *    (ir_view_blocks_inplace): the write would change bytes that another value still shows;
+ *    (ir_view_blocks_inplace): the write would change bytes that another value still shows; the
+ *    bulk functions mark those values once (viewed_by_outputs) rather than per in-place value;
  *  - a value's root (ir_graph_buffer_roots) owns the bytes of every value with that root, so
  *    counting bytes at roots and reads through any member counts each buffer once. */
 #include "ir-impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Transpose's perm swaps the last two axes and keeps the others (rank >= 2). */
 static bool swaps_last_two(const ir_node *n, int rank) {
@@ -101,12 +103,47 @@ static void view_bases(const ir_graph *g, int *base) {
     }
 }
 
+/* A graph output is never a transposed operand, and a transposed operand is read by MatMul/Gemm
+ * only (so never by an in-place node): only reshape-like chains lead from a graph output down to
+ * the value an in-place node writes. */
+static bool reshape_view(const ir_graph *g, int w, int *base) {
+    *base = view_candidate(g, w);
+    return *base >= 0 && !is_transpose_output(g, w);
+}
+
+/* viewed[v] = 1 when a graph output is a view of v (the bases down each output's chain). */
+static void viewed_by_outputs(const ir_graph *g, uint8_t *viewed) {
+    memset(viewed, 0, (size_t)g->n_values);
+    for (int i = 0; i < g->n_outputs; i++) {
+        int w = g->outputs[i], b, steps = 0;
+        while (reshape_view(g, w, &b) && steps++ < g->n_values) viewed[w = b] = 1;
+    }
+}
+
+bool ir_view_blocks_inplace(const ir_graph *g, int x, const uint8_t *viewed) {
+    int b;
+    if (reshape_view(g, x, &b)) return true;
+    if (viewed) return viewed[x] != 0;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int w = g->outputs[i], steps = 0;
+        while (reshape_view(g, w, &b) && steps++ < g->n_values) {
+            if (b == x) return true;
+            w = b;
+        }
+    }
+    return false;
+}
+
 void ir_graph_buffer_roots(const ir_graph *g, int *root) {
+    /* without memory for the marks, each in-place value searches the outputs itself */
+    uint8_t *viewed = malloc((size_t)g->n_values + 1);
+    if (viewed) viewed_by_outputs(g, viewed);
     view_bases(g, root);
     for (int v = 0; v < g->n_values; v++) {
-        if (root[v] < 0) root[v] = ir_value_inplace_of(g, v);
+        if (root[v] < 0) root[v] = ir_inplace_input(g, v, viewed);
         if (root[v] < 0) root[v] = v;
     }
+    free(viewed);
     /* Every link points from a value to the one whose buffer it uses, and chains are short (a
      * view of a view, a fission's parts); the bound only guards a malformed graph. */
     for (int v = 0; v < g->n_values; v++) {
@@ -116,25 +153,17 @@ void ir_graph_buffer_roots(const ir_graph *g, int *root) {
     }
 }
 
-bool ir_view_blocks_inplace(const ir_graph *g, int x) {
-    if (view_candidate(g, x) >= 0 && !is_transpose_output(g, x)) return true;
-    /* A transposed operand is read by MatMul/Gemm only, so an in-place node reading x makes it
-     * a copy; a graph output is never a transposed operand. So only reshape-like chains lead
-     * from a graph output down to x. */
-    for (int i = 0; i < g->n_outputs; i++) {
-        int w = g->outputs[i], b, steps = 0;
-        while ((b = view_candidate(g, w)) >= 0 && !is_transpose_output(g, w) &&
-               steps++ < g->n_values) {
-            if (b == x) return true;
-            w = b;
-        }
-    }
-    return false;
-}
-
 bool ir_graph_overwriters(const ir_graph *g, bool taken_only, int *owner) {
     int nv = g->n_values;
     for (int v = 0; v < nv; v++) owner[v] = -1;
+    int *base = malloc(sizeof(int) * ((size_t)nv + 1));
+    uint8_t *viewed = malloc((size_t)nv + 1);
+    if (!base || !viewed) {
+        free(base);
+        free(viewed);
+        return false;
+    }
+    viewed_by_outputs(g, viewed);
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -143,14 +172,17 @@ bool ir_graph_overwriters(const ir_graph *g, bool taken_only, int *owner) {
         for (int k = 0; k < n->n_out && k < n->n_in; k++) {
             int x = n->in[k];
             if (x < 0 || x >= nv) continue;
-            if (taken_only && (n->out[k] < 0 || ir_value_inplace_of(g, n->out[k]) != x)) continue;
+            if (taken_only && (n->out[k] < 0 || ir_inplace_input(g, n->out[k], viewed) != x))
+                continue;
             owner[x] = i;
             any = true;
         }
     }
-    if (!any) return true;
-    int *base = malloc(sizeof(int) * ((size_t)nv + 1));
-    if (!base) return false;
+    free(viewed);
+    if (!any) {
+        free(base);
+        return true;
+    }
     view_bases(g, base);
     /* A view reads its base's bytes: it gets the owner of the nearest value down its chain. */
     for (int v = 0; v < nv; v++) {

@@ -20,8 +20,11 @@ char *ir_arena_strdup(ir_arena *a, const char *s);
 /* ---------------------------------------------------------------- views (ir-alias.c) */
 
 /* True when an in-place output must not take over x's buffer: x is a view, or a graph output is
- * a view of x (the write would change bytes another value still shows). */
-bool ir_view_blocks_inplace(const ir_graph *g, int x);
+ * a view of x (the write would change bytes another value still shows). viewed: per value, 1
+ * when a graph output is a view of it (ir_viewed_by_outputs), or NULL to search the outputs. */
+bool ir_view_blocks_inplace(const ir_graph *g, int x, const uint8_t *viewed);
+/* ir_value_inplace_of with ir_view_blocks_inplace's viewed marks (may be NULL): O(1) with them. */
+int ir_inplace_input(const ir_graph *g, int v, const uint8_t *viewed);
 
 /* ---------------------------------------------------------------- op definitions */
 
