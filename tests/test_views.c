@@ -450,6 +450,69 @@ static void test_swap_and_remat_of_a_view(void **state) {
     ir_graph_free(g);
 }
 
+/* ---------------------------------------------------------------- fixtures */
+
+/* The numeric fixtures' training graphs hold every kind of view, so the fixture tests that compare
+ * the executor's peak with the simulator's (test_train_fixtures, test_sched_train) exercise them:
+ * reshape-like views and transposed operands, views of residents (a weight's W^T), and views that
+ * an optimizer update must wait for (their readers read the parameter's old bytes). Here the
+ * eager and memory orders of the SGD graph also run at the simulated peak, step for step. */
+static void test_fixture_views(void **state) {
+    (void)state;
+    char path[1024];
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *f =
+        ir_onnx_load(tu_src_path("tests/fixtures/numeric/transformer_encoder_train/model.onnx",
+                                 path, sizeof path),
+                     NULL, &st, &d);
+    if (!f) fail_msg("import: %s", d.msg);
+    ir_graph *g =
+        ir_build_training(f, &(ir_train_opts){.optimizer = IR_OPTIM_SGD, .lr = 0.01}, &st, &d);
+    if (!g) fail_msg("training graph: %s", d.msg);
+    ir_graph_free(f);
+    int *owner = malloc(sizeof(int) * (size_t)g->n_values);
+    assert_true(ir_graph_overwriters(g, true, owner));
+    int reshapes = 0, operands = 0, of_residents = 0, waited_for = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        int b = ir_value_view_of(g, v);
+        if (b < 0) continue;
+        bool tr = g->nodes[g->values[v].producer].op == IR_OP_Transpose;
+        operands += tr;
+        reshapes += !tr;
+        of_residents += g->values[b].producer < 0;
+        waited_for += owner[v] >= 0;
+    }
+    print_message("transformer_encoder_train + SGD: %d reshape-like views, %d transposed operands, "
+                  "%d views of residents, %d read before an update\n",
+                  reshapes, operands, of_residents, waited_for);
+    assert_true(reshapes > 0 && operands > 0 && of_residents > 0 && waited_for > 0);
+    int *order = malloc(sizeof(int) * (size_t)g->n_nodes);
+    sched_dp_stats ds;
+    sched_dp_options o = {.time_budget_s = 600};
+    assert_int_equal(sched_order_memory(g, &o, order, &ds, &d), IR_OK);
+    for (int k = 0; k < 2; k++) {
+        rt_result r;
+        rt_options ro = {.order = k ? order : NULL,
+                         .n_order = k ? g->n_nodes : 0,
+                         .seed = 1,
+                         .fill_missing_data = true};
+        if (rt_run(g, NULL, 0, &ro, &r, &d) != IR_OK) fail_msg("run: %s", d.msg);
+        sched_memory m;
+        assert_int_equal(sched_memory_compute(g, k ? order : NULL, &m, &d), IR_OK);
+        for (int s = 0; s < m.n_steps; s++)
+            if (r.step_bytes[s] != m.step_bytes[s])
+                fail_msg("order %d, step %d: executor %zu bytes, simulator %zu", k, s,
+                         r.step_bytes[s], m.step_bytes[s]);
+        assert_int_equal(r.peak_bytes, m.peak_bytes);
+        sched_memory_free(&m);
+        rt_result_free(&r);
+    }
+    free(order);
+    free(owner);
+    ir_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_which_values_are_views),
@@ -458,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_update_after_view_readers),
         cmocka_unit_test(test_inplace_never_over_a_view),
         cmocka_unit_test(test_swap_and_remat_of_a_view),
+        cmocka_unit_test(test_fixture_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
