@@ -32,8 +32,9 @@ typedef struct exec {
     unsigned char *bound; /* value -> given by a binding */
     /* value -> a resident that an IR_OPF_INPLACE output takes over (gets a writable buffer) */
     unsigned char *overwritten;
-    /* value -> the root of its in-place chain (itself unless an IR_OPF_INPLACE output): the
-     * value whose buffer it lives in, which owns the buffer's last use and free */
+    /* value -> the root of its buffer (itself unless an IR_OPF_INPLACE output or a view:
+     * ir_graph_buffer_roots): the value whose buffer it lives in, which owns the buffer's last
+     * use and free */
     int *root;
     ir_tensor *tin, *tout;
     ir_diag *d;
