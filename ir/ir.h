@@ -503,8 +503,9 @@ typedef struct ir_train_summary {
     size_t param_bytes;      /* trainable parameters (IR_VF_PARAM) */
     size_t grad_bytes;       /* their final gradients, one per parameter */
     size_t state_bytes;      /* optimizer state tensors */
-    size_t activation_bytes; /* values the forward and the loss compute */
-    size_t backward_bytes;   /* other values the backward computes (gradients of activations) */
+    size_t activation_bytes; /* values the forward and the loss compute (views own none) */
+    size_t backward_bytes;   /* other values the backward computes (gradients of activations;
+                              * views own none) */
     int n_forward_nodes, n_backward_nodes, n_update_nodes;
 } ir_train_summary;
 void ir_train_summarize(const ir_graph *tg, ir_train_summary *s);
