@@ -1,7 +1,8 @@
-/* sched-fission.c - what sched/ needs to count in-place chains and fission groups (sched-impl.h,
- * schedule.h): chain roots, group tags, and the replay of a group's nodes alone, which is the
- * memory the n-1 other parts of a fission take when the materialized graph runs them one after
- * another right before the group's first step (rw_fission_materialize).
+/* sched-fission.c - what sched/ needs to count in-place chains, views and fission groups
+ * (sched-impl.h, schedule.h): buffer roots, the bytes and time of a value or node given them (a
+ * view owns no bytes and takes no time), group tags, and the replay of a group's nodes alone, which
+ * is the memory the n-1 other parts of a fission take when the materialized graph runs them one
+ * after another right before the group's first step (rw_fission_materialize).
  *
  * Invariants: a replay reads only the graph and the group's node list, and leaves the scratch
  * arrays (lastg, at, until) all -1 as it found them, so one sfg_groups serves many replays. */
