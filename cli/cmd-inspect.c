@@ -42,7 +42,8 @@ static ir_status collect(const ir_graph *g, inspect_stats *s, ir_diag *d) {
         } else if (v->flags & IR_VF_CONST) {
             s->buffer_bytes += bytes;
         }
-        if (v->producer >= 0) s->activation_bytes += bytes;
+        /* a buffer's bytes: views and in-place outputs own none (sched_value_device_bytes) */
+        if (v->producer >= 0) s->activation_bytes += sched_value_device_bytes(g, i);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];

@@ -65,16 +65,19 @@ static ir_status collect(const ir_graph *g, prof_model *m, profile_report *r, ir
     size_t nn = (size_t)g->n_nodes + 1;
     int *order = sched_eager_order(g);
     uint64_t *sigs = malloc(sizeof *sigs * nn);
+    int *root = malloc(sizeof *root * ((size_t)g->n_values + 1));
     r->nodes = malloc(sizeof *r->nodes * nn);
     r->ops = calloc(nn, sizeof *r->ops);
-    if (!order || !sigs || !r->nodes || !r->ops) {
+    if (!order || !sigs || !root || !r->nodes || !r->ops) {
         free(order);
         free(sigs);
+        free(root);
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     }
+    ir_graph_buffer_roots(g, root); /* a view costs nothing (sched_node_seconds) */
     for (int s = 0; s < g->n_nodes; s++) {
         const ir_node *n = &g->nodes[order[s]];
-        double t = prof_node_seconds(m, g, n);
+        double t = sched_node_seconds(m, g, root, n);
         r->nodes[s] = (node_cost){order[s], t};
         r->total += t;
         sigs[s] = prof_signature(g, n);
@@ -91,6 +94,7 @@ static ir_status collect(const ir_graph *g, prof_model *m, profile_report *r, ir
     qsort(r->ops, (size_t)r->n_ops, sizeof *r->ops, cmp_op_cost);
     free(order);
     free(sigs);
+    free(root);
     return IR_OK;
 }
 

@@ -220,18 +220,22 @@ static int keep_best(const ir_graph *g, const int *order, const sched_memory *m,
     int *index = malloc(sizeof(int) * ((size_t)hi + 1));
     ranked *rk = malloc(sizeof(ranked) * (size_t)n);
     double *t_at = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
-    if (!index || !rk || !t_at) {
+    int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!index || !rk || !t_at || !root) {
         free(index);
         free(rk);
         free(t_at);
+        free(root);
         return XS_MAX_SCHED_CHILDREN;
     }
+    ir_graph_buffer_roots(g, root);
     t_at[0] = 0.0;
     for (int s = 0; s < g->n_nodes; s++) {
         const ir_node *x = &g->nodes[order[s]];
         bool copy = x->op == IR_OP_Store || x->op == IR_OP_Load;
-        t_at[s + 1] = t_at[s] + (copy ? 0.0 : prof_node_seconds(cost, g, x));
+        t_at[s + 1] = t_at[s] + (copy ? 0.0 : sched_node_seconds(cost, g, root, x));
     }
+    free(root);
     for (uint32_t id = 0; id <= hi; id++) index[id] = -1;
     for (int i = 0; i < g->n_nodes; i++) index[g->nodes[i].id] = i;
     for (int c = 0; c < n; c++) {

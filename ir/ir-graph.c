@@ -269,15 +269,8 @@ static ir_status war_edges(const ir_graph *g, int *indeg, int **off, int **succ,
     if (!any) return IR_OK;
     owner = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     cnt = calloc((size_t)n + 1, sizeof(int));
-    if (!owner || !cnt) goto nomem;
-    for (int v = 0; v < g->n_values; v++) owner[v] = -1;
-    for (int i = 0; i < n; i++) {
-        const ir_node *nd = &g->nodes[i];
-        const ir_op_def *def = ir_op_get(nd->op);
-        if (!def || !(def->flags & IR_OPF_INPLACE)) continue;
-        for (int k = 0; k < nd->n_out && k < nd->n_in; k++)
-            if (nd->in[k] >= 0) owner[nd->in[k]] = i;
-    }
+    /* the written inputs and every view of them (a reader of a view reads the written bytes) */
+    if (!owner || !cnt || !ir_graph_overwriters(g, false, owner)) goto nomem;
     /* two passes: count, then fill (edges r -> owner for each reader r != owner) */
     for (int pass = 0; pass < 2; pass++) {
         for (int r = 0; r < n; r++) {
@@ -355,8 +348,9 @@ ir_status ir_graph_toposort(ir_graph *g, ir_diag *d) {
         }
     free(fill);
     /* Write-after-read edges: an in-place node (IR_OPF_INPLACE) overwrites input k with output
-     * k, so every other reader of that input must run before it (DESIGN.md, optimizer updates;
-     * fission assembles). war_off/war_succ: CSR of node -> in-place nodes that must follow. */
+     * k, so every other reader of that input, or of a view of it, must run before it (DESIGN.md,
+     * optimizer updates; fission assembles). war_off/war_succ: CSR of node -> in-place nodes that
+     * must follow. */
     int *war_off = NULL, *war_succ = NULL;
     if ((st = war_edges(g, indeg, &war_off, &war_succ, d)) != IR_OK) goto out;
     /* Stable Kahn: a min-heap on the current index keeps the existing order wherever it is

@@ -17,6 +17,15 @@ void ir_arena_free(ir_arena *a);
 void *ir_arena_alloc(ir_arena *a, size_t bytes); /* zeroed, 16-byte aligned, NULL on OOM */
 char *ir_arena_strdup(ir_arena *a, const char *s);
 
+/* ---------------------------------------------------------------- views (ir-alias.c) */
+
+/* True when an in-place output must not take over x's buffer: x is a view, or a graph output is
+ * a view of x (the write would change bytes another value still shows). viewed: per value, 1
+ * when a graph output is a view of it (ir_viewed_by_outputs), or NULL to search the outputs. */
+bool ir_view_blocks_inplace(const ir_graph *g, int x, const uint8_t *viewed);
+/* ir_value_inplace_of with ir_view_blocks_inplace's viewed marks (may be NULL): O(1) with them. */
+int ir_inplace_input(const ir_graph *g, int v, const uint8_t *viewed);
+
 /* ---------------------------------------------------------------- op definitions */
 
 /* Every op file defines `const ir_op_def ir_opdef_<name>` for each of its ops. */

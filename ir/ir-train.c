@@ -350,9 +350,15 @@ void ir_train_summarize(const ir_graph *tg, ir_train_summary *s) {
         for (int k = 1; k < n->n_in - 1; k++)
             s->state_bytes += ir_value_bytes(&tg->values[n->in[k]]);
     }
+    /* a view owns no bytes (ir_value_view_of): activations and backward temporaries count
+     * buffers (without memory for the roots, every value counts) */
+    int *root = malloc(sizeof(int) * ((size_t)tg->n_values + 1));
+    if (root) ir_graph_buffer_roots(tg, root);
     for (int v = 0; v < tg->n_values; v++) {
         const ir_value *val = &tg->values[v];
         size_t b = ir_value_bytes(val);
+        const ir_op_def *pd = val->producer >= 0 ? ir_op_get(tg->nodes[val->producer].op) : NULL;
+        bool view = root && pd && (pd->flags & IR_OPF_VIEW) && root[v] != v;
         if (val->flags & IR_VF_PARAM) {
             s->n_params++;
             s->param_bytes += b;
@@ -362,11 +368,14 @@ void ir_train_summarize(const ir_graph *tg, ir_train_summary *s) {
         const ir_op_def *def = ir_op_get(tg->nodes[p].op);
         if (grad[v])
             s->grad_bytes += b;
+        else if (view)
+            continue;
         else if (p <= loss_node)
             s->activation_bytes += b;
         else if (!def || !(def->flags & IR_OPF_INPLACE))
             s->backward_bytes += b;
     }
+    free(root);
     s->n_forward_nodes = loss_node + 1;
     s->n_backward_nodes = tg->n_nodes - s->n_forward_nodes - s->n_update_nodes;
     free(grad);

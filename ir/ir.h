@@ -278,6 +278,10 @@ typedef struct ir_kernel_ctx {
     ir_tensor *out;
     void *workspace; /* op_def->workspace(graph, node) bytes, 64-byte aligned */
     size_t workspace_bytes;
+    /* Bit i: in[i] is a transposed operand (ir_value_view_of): its data is the base's, laid out
+     * with in[i].shape's last two axes swapped. Only the executor sets it, and only for MatMul's
+     * and Gemm's operands, whose kernels read such an input through BLAS's trans flags. */
+    uint32_t in_transposed;
     uint64_t seed; /* for ops that draw random numbers (Dropout in training mode) */
     ir_diag *diag;
 } ir_kernel_ctx;
@@ -299,6 +303,10 @@ enum ir_op_flags {
      * (schedule.h); otherwise output k is an ordinary allocation (kernels handle both). The
      * builder guarantees that nothing reads input k later. */
     IR_OPF_INPLACE = 1u << 5,
+    /* Output 0 may be a view of input 0: the same bytes re-described, no buffer and no kernel
+     * (Reshape, Flatten, Squeeze, Unsqueeze; Transpose when it is a transposed operand).
+     * ir_value_view_of says when it is one. */
+    IR_OPF_VIEW = 1u << 6,
 };
 
 struct ir_grad_ctx; /* ir-autodiff.h */
@@ -375,6 +383,36 @@ bool ir_value_on_host(const ir_graph *g, int v);
  * output), or -1 when v is an ordinary allocation (ops-train.c). Following it repeatedly from v
  * reaches the chain's root, the value that owns the buffer. */
 int ir_value_inplace_of(const ir_graph *g, int v);
+
+/* Views (DESIGN.md, "Views"; ir-alias.c). Value v is a view of its base b, and owns no bytes,
+ * when its producer is
+ *  - a Reshape, Flatten, Squeeze or Unsqueeze (output 0) of a device value b (every device
+ *    buffer is contiguous: a transposed operand, the one view that is not, is read only by
+ *    MatMul and Gemm), or
+ *  - a Transpose of a device value b that swaps the last two axes, when v is no graph output
+ *    and every reader of v reads it as operand A or B of a MatMul or a Gemm: a transposed
+ *    operand, which those kernels read through BLAS's trans flags (ir_kernel_ctx.in_transposed).
+ * A device value is a resident or a produced value outside host memory. A view of a view is a
+ * view of the same buffer, so a view of a resident is resident; its base's buffer lives until
+ * the last read of any view of it, and a view that is a graph output keeps it to the end.
+ * Returns b, or -1 when v owns its bytes. O(1), but O(nodes) for a Transpose output (its
+ * readers are searched): bulk callers use ir_graph_buffer_roots. */
+int ir_value_view_of(const ir_graph *g, int v);
+/* The value whose buffer v uses directly: ir_value_inplace_of(g, v) or ir_value_view_of(g, v);
+ * -1 when v owns its buffer. */
+int ir_value_alias_of(const ir_graph *g, int v);
+/* root[v] for every value: v itself when it owns its buffer, otherwise the value that owns the
+ * buffer v lives in, reached by following ir_value_alias_of (in-place chains and views). Every
+ * memory counter gives a buffer's bytes to its root, and a read of any value with that root is a
+ * read of the buffer. O(nodes + values). */
+void ir_graph_buffer_roots(const ir_graph *g, int *root);
+/* owner[v] for every value: the node that overwrites the bytes v reads in place, or -1. Those are
+ * input k of an IR_OPF_INPLACE node that writes output k over it (taken_only: only where
+ * ir_value_inplace_of says the output takes over the buffer), and every view of such an input,
+ * transitively: a reader of any of them needs the old bytes, so it must run before the writer
+ * (the write-after-read edges of ir_graph_toposort and sched_order_valid). O(nodes + values);
+ * false when out of memory. */
+bool ir_graph_overwriters(const ir_graph *g, bool taken_only, int *owner);
 /* True when input i of n only orders n after its producer and its data is never read
  * (FissionSlice's buffers, ops-fission.c): an in-place writer of that value need not wait for
  * such a reader (no write-after-read edge), though the reader still keeps the buffer live. */
@@ -489,8 +527,9 @@ typedef struct ir_train_summary {
     size_t param_bytes;      /* trainable parameters (IR_VF_PARAM) */
     size_t grad_bytes;       /* their final gradients, one per parameter */
     size_t state_bytes;      /* optimizer state tensors */
-    size_t activation_bytes; /* values the forward and the loss compute */
-    size_t backward_bytes;   /* other values the backward computes (gradients of activations) */
+    size_t activation_bytes; /* values the forward and the loss compute (views own none) */
+    size_t backward_bytes;   /* other values the backward computes (gradients of activations;
+                              * views own none) */
     int n_forward_nodes, n_backward_nodes, n_update_nodes;
 } ir_train_summary;
 void ir_train_summarize(const ir_graph *tg, ir_train_summary *s);

@@ -214,8 +214,8 @@ static int transpose_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Transpose, 1, 1, 1, 1, .infer = transpose_infer, .kernel = transpose_kernel,
-          .grad = ir_grad_Transpose, .dims = transpose_dims);
+IR_OP_DEF(Transpose, 1, 1, 1, 1, .flags = IR_OPF_VIEW, .infer = transpose_infer,
+          .kernel = transpose_kernel, .grad = ir_grad_Transpose, .dims = transpose_dims);
 
 /* ---------------------------------------------------------------- Concat, Split */
 

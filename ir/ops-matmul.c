@@ -3,7 +3,9 @@
  *
  * float32 runs on cblas_sgemm and float64 on cblas_dgemm; integer dtypes (met when constant
  * folding runs shape arithmetic) take a plain triple loop in int64. When the right operand
- * has no batch (or a batch of ones), MatMul folds the left batch into M and issues one gemm. */
+ * has no batch (or a batch of ones), MatMul folds the left batch into M and issues one gemm.
+ * An operand the executor flags as transposed (a transposed operand, ir.h) is read through the
+ * gemm's trans flag. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -123,10 +125,13 @@ static ir_status matmul_kernel(const ir_kernel_ctx *k) {
     const char *A = k->in[0].data, *B = k->in[1].data;
     char *C = k->out[0].data;
     const int64_t M = mg.M, K = mg.K, N = mg.N, nb = ir_shape_numel(&mg.batch);
+    /* a transposed operand (ir_kernel_ctx.in_transposed) holds each matrix as its transpose */
+    const bool ta = k->in_transposed & 1u, tb = k->in_transposed & 2u;
+    const int64_t lda = ta ? M : K, ldb = tb ? K : N;
     ir_shape ba = ir_shape_make(mg.a.rank - 2, mg.a.dims),
              bb = ir_shape_make(mg.b.rank - 2, mg.b.dims);
-    if (ir_shape_numel(&bb) == 1) { /* B is one matrix: fold A's batch into M */
-        gemm_any(t, false, false, nb * M, N, K, 1, A, K, B, N, 0, C, N);
+    if (ir_shape_numel(&bb) == 1 && !ta) { /* B is one matrix: fold A's batch into M */
+        gemm_any(t, false, tb, nb * M, N, K, 1, A, lda, B, ldb, 0, C, N);
         return IR_OK;
     }
     int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], idx[IR_MAX_RANK] = {0};
@@ -138,8 +143,8 @@ static ir_status matmul_kernel(const ir_kernel_ctx *k) {
             oa += idx[dd] * sa[dd];
             ob += idx[dd] * sb[dd];
         }
-        gemm_any(t, false, false, M, N, K, 1, A + (size_t)(oa * M * K) * es, K,
-                 B + (size_t)(ob * K * N) * es, N, 0, C + (size_t)(i * M * N) * es, N);
+        gemm_any(t, ta, tb, M, N, K, 1, A + (size_t)(oa * M * K) * es, lda,
+                 B + (size_t)(ob * K * N) * es, ldb, 0, C + (size_t)(i * M * N) * es, N);
         for (int dd = mg.batch.rank - 1; dd >= 0; dd--) { /* odometer over the output batch */
             if (++idx[dd] < mg.batch.dims[dd]) break;
             idx[dd] = 0;
@@ -211,8 +216,12 @@ static ir_status gemm_kernel(const ir_kernel_ctx *k) {
                            (const char *)c->data + (size_t)(i * st[0] + j * st[1]) * es, es);
         }
     }
-    gemm_any(t, ta, tb, M, N, K, alpha, a->data, a->shape.dims[1], k->in[1].data,
-             k->in[1].shape.dims[1], beta, y->data, N);
+    /* a transposed operand (ir_kernel_ctx.in_transposed) is stored as its transpose: flip the
+     * flag and take its leading dimension from the stored layout */
+    bool pa = k->in_transposed & 1u, pb = k->in_transposed & 2u;
+    const ir_shape *as = &a->shape, *bs = &k->in[1].shape;
+    gemm_any(t, ta != pa, tb != pb, M, N, K, alpha, a->data, as->dims[pa ? 0 : 1], k->in[1].data,
+             bs->dims[pb ? 0 : 1], beta, y->data, N);
     return IR_OK;
 }
 

@@ -113,7 +113,7 @@ static ir_status reshape_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 /* Dims of the four re-describing ops (ir.h, ir_dimlink): the dims that survive whole link
  * (ir_dims_regroup); merged or split dims get none. Shape, Size, Constant, ConstantOfShape and
  * Range have no dims: their outputs' dims are not their inputs' dims. */
-IR_OP_DEF(Reshape, 2, 2, 1, 1, .infer = reshape_infer, .kernel = copy_kernel,
+IR_OP_DEF(Reshape, 2, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = reshape_infer, .kernel = copy_kernel,
           .grad = ir_grad_Reshape, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Flatten */
@@ -132,7 +132,7 @@ static ir_status flatten_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Flatten, 1, 1, 1, 1, .infer = flatten_infer, .kernel = copy_kernel,
+IR_OP_DEF(Flatten, 1, 1, 1, 1, .flags = IR_OPF_VIEW, .infer = flatten_infer, .kernel = copy_kernel,
           .grad = ir_grad_Flatten, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */
@@ -155,7 +155,7 @@ static ir_status squeeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Squeeze, 1, 2, 1, 1, .infer = squeeze_infer, .kernel = copy_kernel,
+IR_OP_DEF(Squeeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = squeeze_infer, .kernel = copy_kernel,
           .grad = ir_grad_Squeeze, .dims = ir_dims_regroup_op);
 
 static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -177,8 +177,8 @@ static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .infer = unsqueeze_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Unsqueeze, .dims = ir_dims_regroup_op);
+IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = unsqueeze_infer,
+          .kernel = copy_kernel, .grad = ir_grad_Unsqueeze, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Shape, Size */
 

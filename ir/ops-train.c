@@ -478,8 +478,9 @@ static double upd_flops(const ir_graph *g, const ir_node *n) {
 
 /* A produced input is taken over only when its buffer is the device's and nobody needs its value
  * at the end: a graph output keeps its own bytes, and a host value (Store's) is no device buffer
- * to write in; both leave output k an ordinary allocation. */
-int ir_value_inplace_of(const ir_graph *g, int v) {
+ * to write in; both leave output k an ordinary allocation. So does an input that is a view or
+ * that a graph output views (ir-alias.c). */
+int ir_inplace_input(const ir_graph *g, int v, const uint8_t *viewed) {
     int p = g->values[v].producer;
     if (p < 0) return -1;
     const ir_node *n = &g->nodes[p];
@@ -489,12 +490,16 @@ int ir_value_inplace_of(const ir_graph *g, int v) {
         if (n->out[k] != v) continue;
         int in = n->in[k];
         const ir_value *iv = in >= 0 ? &g->values[in] : NULL;
-        if (!iv) return -1;
+        if (!iv || ir_view_blocks_inplace(g, in, viewed)) return -1;
         if (iv->producer < 0) return ((iv->flags & IR_VF_INPUT) || iv->blob) ? in : -1;
         if ((iv->flags & IR_VF_OUTPUT) || ir_value_on_host(g, in)) return -1;
         return in;
     }
     return -1;
+}
+
+int ir_value_inplace_of(const ir_graph *g, int v) {
+    return ir_inplace_input(g, v, NULL);
 }
 
 /* ---------------------------------------------------------------- dims */

@@ -309,7 +309,7 @@ static ir_status add_copy(ir_graph *g, int i, int *remap, uint32_t *id, ir_diag 
 }
 
 static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
-    int ia, ib, v, chain[RW_REMAT_CHAIN_MAX], n_chain = 1;
+    int ia, ib, v = -1, chain[RW_REMAT_CHAIN_MAX], n_chain = 1;
     ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
     if (st != IR_OK) return st;
     if (!recomputable(&g->nodes[ia]))
@@ -384,17 +384,58 @@ static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t
     return st;
 }
 
+/* The view nodes leading from v up to one of n's inputs (n reads v through views: a Reshape of
+ * v, a transposed operand of a Reshape of v, ...), lowest first, into chain; their count, or 0
+ * when n reads no view of v. At most RW_REMAT_CHAIN_MAX links. */
+static int view_path(const ir_graph *g, const ir_node *n, int v, int *chain) {
+    for (int k = 0; k < n->n_in; k++) {
+        int x = n->in[k], depth = 0, b;
+        while (x >= 0 && x != v && depth < RW_REMAT_CHAIN_MAX &&
+               (b = ir_value_view_of(g, x)) >= 0) {
+            chain[depth++] = g->values[x].producer;
+            x = b;
+        }
+        if (x != v || depth == 0) continue;
+        for (int i = 0; i < depth / 2; i++) { /* lowest first */
+            int tmp = chain[i];
+            chain[i] = chain[depth - 1 - i];
+            chain[depth - 1 - i] = tmp;
+        }
+        return depth;
+    }
+    return 0;
+}
+
 static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
-    int ia, ib, v;
-    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
-    if (st != IR_OK) return st;
+    int ia, ib, v, chain[RW_REMAT_CHAIN_MAX], n_chain = 0;
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "producer", &ia, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "user", &ib, d)) != IR_OK) return st;
+    const ir_node *a = &g->nodes[ia];
+    if (r->value < 0 || r->value >= a->n_out || a->out[r->value] < 0)
+        return ir_node_fail(d, IR_ERR_INVALID, a, "rewrite: no output %d", r->value);
+    v = a->out[r->value];
+    /* B reads v, or a view of it: then the Load gets copies of the views B reads it through */
+    if (ia == ib ||
+        (!node_reads(&g->nodes[ib], v) && (n_chain = view_path(g, &g->nodes[ib], v, chain)) == 0))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib],
+                            "rewrite: reads neither '%s' nor a view of it", g->values[v].name);
     if (ir_value_on_host(g, v))
         return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
                             "rewrite: '%s' is already on the host", g->values[v].name);
     if (g->nodes[ib].op == IR_OP_Store)
         return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib], "rewrite: swapping into a Store");
+    /* A view has no bytes of its own to move: its base's buffer would stay on the device for the
+     * view's other readers, and the Store would copy the base's bytes. Swapping the base is the
+     * rewrite that frees them. */
+    int viewed = ir_value_view_of(g, v);
+    if (viewed >= 0)
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                            "rewrite: '%s' is a view of '%s': swap its base instead",
+                            g->values[v].name, g->values[viewed].name);
     uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, sid = g->next_node_id;
     const char *base = g->values[v].name;
+    int n_values = g->n_values;
     int h = fresh_value(g, v, "host", sid), l = fresh_value(g, v, "load", sid + 1);
     if (h < 0 || l < 0) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory swapping");
     if ((st = add_node(g, IR_OP_Store, base, "store", 1, &v, 1, &h, 0, NULL, d)) != IR_OK ||
@@ -404,11 +445,29 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, i
     rw_touch(t, sid);
     rw_touch(t, sid + 1);
     rw_touch(t, bid);
-    unsigned char *anc = ancestors_of(g, ib);
-    if (!anc) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
-    rewire_late_readers(g, v, anc, l, sid, t);
+    int u = -1, *remap = NULL;
+    if (n_chain > 0) { /* the views again, over the Load: no bytes, no kernel (ir.h) */
+        if (!(remap = malloc(sizeof(int) * ((size_t)n_values + 1))))
+            return ir_diag_set(d, IR_ERR_NOMEM, "out of memory swapping");
+        for (int x = 0; x < n_values; x++) remap[x] = -1;
+        remap[v] = l;
+        for (int c = 0; c < n_chain && st == IR_OK; c++) {
+            uint32_t id;
+            st = add_copy(g, chain[c], remap, &id, d);
+            rw_touch(t, id);
+        }
+        u = g->nodes[chain[n_chain - 1]].out[0];
+    }
+    unsigned char *anc = st == IR_OK ? ancestors_of(g, ib) : NULL;
+    if (st == IR_OK && !anc)
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory finding the late readers");
+    if (st == IR_OK) {
+        rewire_late_readers(g, v, anc, l, sid, t);
+        if (u >= 0) rewire_late_readers(g, u, anc, remap[u], sid, t);
+    }
     free(anc);
-    return IR_OK;
+    free(remap);
+    return st;
 }
 
 static ir_status apply_deswap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
@@ -545,6 +604,16 @@ static bool chain_may_grow(const ir_graph *g, const sched_memory *m, const ir_no
     return false;
 }
 
+/* Does n read a view of v, and is n no view itself? A cheap filter (buffer roots) before
+ * view_path: n's input shares v's buffer without being v, and n's output has a buffer of its
+ * own (the readers of a view's view are the users, not the link between). */
+static bool reads_view_root(const ir_graph *g, const int *root, const ir_node *n, int v) {
+    if (n->n_out > 0 && n->out[0] >= 0 && root[n->out[0]] == v) return false;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && n->in[k] != v && root[n->in[k]] == v) return true;
+    return false;
+}
+
 int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewrite *out, int max) {
     int cnt = 0;
     if (!out || max <= 0) return 0;
@@ -552,12 +621,15 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
     int *users = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     int *stack = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     unsigned char *seen = calloc((size_t)g->n_nodes + 1, 1);
-    if (!users || !stack || !seen) {
+    int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!users || !stack || !seen || !root) {
         free(users);
         free(stack);
         free(seen);
+        free(root);
         return 0;
     }
+    ir_graph_buffer_roots(g, root);
     /* Remat, then swap, for each hot-spot produced by a node. Remat: every user after the first
      * (the first keeps the original). Swap: every user that runs at least two steps after the
      * producer, the first included: a lone far user is the classic swap, the tensor sits on the
@@ -568,15 +640,23 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
             if (p < 0 || ir_value_on_host(g, v)) continue;
             const ir_node *a = &g->nodes[p];
             if (pass == 0 && !recomputable(a)) continue;
+            /* a view has no bytes to move (rw_apply refuses it; its base is the candidate) */
+            if (pass == 1 && ir_value_view_of(g, v) >= 0) continue;
             int k = 0;
             while (k < a->n_out && a->out[k] != v) k++;
-            int nu = 0, first = -1;
-            for (int i = 0; i < g->n_nodes; i++)
-                if (i != p && node_reads(&g->nodes[i], v)) {
-                    users[nu++] = i;
-                    int s = sched_node_step(g, m, i);
-                    if (first < 0 || s < first) first = s;
-                }
+            int nu = 0, first = -1, chain[RW_REMAT_CHAIN_MAX];
+            for (int i = 0; i < g->n_nodes; i++) {
+                const ir_node *n = &g->nodes[i];
+                /* a swap serves a reader of a view of v too (the Load gets the views again);
+                 * the views' own nodes are no such readers, their readers are */
+                bool direct = node_reads(n, v), via = !direct && pass == 1 && root &&
+                                                      reads_view_root(g, root, n, v) &&
+                                                      view_path(g, n, v, chain) > 0;
+                if (i == p || !(direct || via)) continue;
+                users[nu++] = i;
+                int s = sched_node_step(g, m, i);
+                if (first < 0 || s < first) first = s;
+            }
             if (nu < 2 && pass == 0) continue;
             int earliest = pass == 0 ? first : sched_node_step(g, m, p) + 1;
             for (int u = 0; u < nu; u++) {
@@ -631,5 +711,6 @@ out:
     free(users);
     free(stack);
     free(seen);
+    free(root);
     return cnt;
 }

@@ -31,7 +31,13 @@
  *              users read A's outputs. A2's outputs must not be graph outputs.
  *  RW_SWAP     node_id = A, value = output index of v, user_id = B: inserts Store(v) -> Load;
  *              B and v's other late readers (as for RW_REMAT; Stores excepted) read the Load's
- *              output instead of v.
+ *              output instead of v. B may also read v through views (ir_value_view_of: a
+ *              Reshape of v, a transposed operand of it, up to RW_REMAT_CHAIN_MAX links): then
+ *              the Load gets copies of those views, and B and the other late readers of the view
+ *              B reads read the copy. A view itself (v a view) is refused: it owns no bytes, its
+ *              base is what to swap. A remat of a view recomputes it for free (no kernel, no
+ *              bytes: ir.h) and holds its base until B. Views own no bytes, so they are never
+ *              hot-spots and never candidates themselves.
  *  RW_DESWAP   node_id = L (a Load whose input a Store produces), user_id = B (a user of L): B
  *              reads the Store's input again; L and then the Store are removed once unused.
  */
@@ -102,7 +108,8 @@ int rw_remat_reads(const ir_graph *g, const rw_rewrite *r, int *vals, int max);
  * for memory hot-spots of m (a sched_memory_compute of g) that nodes produce (not weights or
  * graph inputs), one per user scheduled after the value's first user (a remat only for a user
  * that has another reader of the value among its ancestors, which keeps the original); a swap
- * also for the first user when it runs two steps or more after the producer; deremat candidates for
+ * also for the first user when it runs two steps or more after the producer, and for readers of
+ * the value's views (RW_SWAP above); deremat candidates for
  * every pair of mergeable nodes and deswap candidates for every user of a Store/Load pair.
  * Order: remat, swap, deremat, deswap; deterministic. */
 int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewrite *out, int max);

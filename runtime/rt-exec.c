@@ -32,8 +32,9 @@ typedef struct exec {
     unsigned char *bound; /* value -> given by a binding */
     /* value -> a resident that an IR_OPF_INPLACE output takes over (gets a writable buffer) */
     unsigned char *overwritten;
-    /* value -> the root of its in-place chain (itself unless an IR_OPF_INPLACE output): the
-     * value whose buffer it lives in, which owns the buffer's last use and free */
+    /* value -> the root of its buffer (itself unless an IR_OPF_INPLACE output or a view:
+     * ir_graph_buffer_roots): the value whose buffer it lives in, which owns the buffer's last
+     * use and free */
     int *root;
     ir_tensor *tin, *tout;
     ir_diag *d;
@@ -78,17 +79,13 @@ static ir_status check_order(exec *x, const int *order, int n) {
                                     s, g->values[v].name, g->nodes[p].name, x->pos[p]);
         }
     }
-    /* An in-place output must follow every other reader of the value it overwrites (they need
-     * the old value; an ordering-only input reads none). x->last serves as scratch: value ->
-     * step overwriting it. */
-    for (int v = 0; v < g->n_values; v++) x->last[v] = -1;
-    for (int s = 0; s < n; s++) {
-        const ir_node *nd = &g->nodes[order[s]];
-        for (int i = 0; i < nd->n_out; i++) {
-            int over = nd->out[i] >= 0 ? ir_value_inplace_of(g, nd->out[i]) : -1;
-            if (over >= 0) x->last[over] = s;
-        }
-    }
+    /* An in-place output must follow every other reader of the value it overwrites and of its
+     * views (they need the old value; an ordering-only input reads none). x->last serves as
+     * scratch: value -> step overwriting it. */
+    if (!ir_graph_overwriters(g, true, x->last))
+        return ir_diag_set(x->d, IR_ERR_NOMEM, "out of memory checking the order");
+    for (int v = 0; v < g->n_values; v++)
+        if (x->last[v] >= 0) x->last[v] = x->pos[x->last[v]];
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
         for (int i = 0; i < nd->n_in; i++) {
@@ -156,9 +153,9 @@ static ir_status check_bindings(exec *x, const rt_binding *in, int n) {
 }
 
 /* Last uses from the order (a produced value nobody reads: its own step); graph outputs and
- * values without a producer are kept. A buffer taken over in place belongs to its chain's root:
- * the root lives until the last use of any value of the chain and is kept when one of them is;
- * the other values of the chain never free it themselves. */
+ * values without a producer are kept. A buffer taken over in place or viewed belongs to its
+ * root (ir_graph_buffer_roots): the root lives until the last use of any value with that root
+ * and is kept when one of them is; the other values never free it themselves. */
 static void compute_lifetimes(exec *x) {
     const ir_graph *g = x->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -174,15 +171,13 @@ static void compute_lifetimes(exec *x) {
     for (int v = 0; v < g->n_values; v++) {
         int p = g->values[v].producer;
         if (p >= 0 && x->last[v] < 0) x->last[v] = x->pos[p];
-        /* chains are short (a fission's parts); the bound guards a malformed cycle */
-        int r = v, over, steps = 0;
-        while ((over = ir_value_inplace_of(g, r)) >= 0 && steps++ < g->n_values) r = over;
-        x->root[v] = r;
     }
+    ir_graph_buffer_roots(g, x->root);
     for (int v = 0; v < g->n_values; v++) {
         int r = x->root[v];
         if (r == v) continue;
-        if (g->values[r].producer < 0) x->overwritten[r] = 1;
+        /* a resident written in place (not one only viewed) needs a writable buffer */
+        if (g->values[r].producer < 0 && ir_value_inplace_of(g, v) >= 0) x->overwritten[r] = 1;
         if (x->last[v] > x->last[r]) x->last[r] = x->last[v];
         if (x->keep[v]) x->keep[r] = 1;
     }
@@ -250,6 +245,43 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
     return IR_OK;
 }
 
+/* Runs nd's kernel on the buffers run_step prepared (x->tin, x->tout); an input that is a
+ * transposed operand (a Transpose output sharing its base's buffer) is flagged for the kernel. */
+static ir_status run_kernel(exec *x, const ir_node *nd, const ir_op_def *def, void *ws,
+                            size_t wsb) {
+    const ir_graph *g = x->g;
+    uint32_t transposed = 0;
+    for (int i = 0; i < nd->n_in && i < 32; i++) {
+        int v = nd->in[i], p = v >= 0 ? g->values[v].producer : -1;
+        if (p >= 0 && g->nodes[p].op == IR_OP_Transpose && x->root[v] != v) transposed |= 1u << i;
+    }
+    ir_diag local = {{0}};
+    ir_diag *kd = x->d ? x->d : &local;
+    kd->msg[0] = 0;
+    ir_kernel_ctx k = {.graph = g,
+                       .node = nd,
+                       .n_in = nd->n_in,
+                       .n_out = nd->n_out,
+                       .in = x->tin,
+                       .out = x->tout,
+                       .workspace = ws,
+                       .workspace_bytes = wsb,
+                       .in_transposed = transposed,
+                       .seed = x->o->seed,
+                       .diag = kd};
+    ir_status st = def->kernel(&k);
+    if (st != IR_OK) {
+        if (!kd->msg[0])
+            ir_node_fail(kd, st, nd, "kernel failed: %s", ir_status_to_string(st));
+        else if (!strstr(kd->msg, nd->name)) {
+            char tmp[sizeof kd->msg];
+            memcpy(tmp, kd->msg, sizeof tmp);
+            ir_node_fail(kd, st, nd, "%s", tmp);
+        }
+    }
+    return st;
+}
+
 /* Runs step s: allocate, sample, run the kernel, free what died. */
 static ir_status run_step(exec *x, int s, size_t *step_bytes) {
     const ir_graph *g = x->g;
@@ -271,9 +303,8 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         int v = nd->out[i];
         x->tout[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (v < 0) continue;
-        int over = ir_value_inplace_of(g, v);
-        if (over >= 0) { /* takes over its input's buffer: no new bytes; the root frees it */
-            x->buf[v] = x->buf[over];
+        if (x->root[v] != v) { /* in place or a view: its root's buffer, no new bytes */
+            x->buf[v] = x->buf[x->root[v]];
             x->tout[i] = (ir_tensor){
                 .dtype = g->values[v].dtype, .shape = g->values[v].shape, .data = x->buf[v]};
             continue;
@@ -298,32 +329,13 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
                                 wsb);
     }
     step_bytes[s] = x->alloc.live;
-
-    ir_diag local = {{0}};
-    ir_diag *kd = x->d ? x->d : &local;
-    kd->msg[0] = 0;
-    ir_kernel_ctx k = {.graph = g,
-                       .node = nd,
-                       .n_in = nd->n_in,
-                       .n_out = nd->n_out,
-                       .in = x->tin,
-                       .out = x->tout,
-                       .workspace = ws,
-                       .workspace_bytes = wsb,
-                       .seed = x->o->seed,
-                       .diag = kd};
-    st = ir_op_get(nd->op)->kernel(&k);
+    /* A view runs no kernel: its output is its base's bytes (a transposed operand's, read
+     * transposed by its MatMul/Gemm readers). */
+    const ir_op_def *def = ir_op_get(nd->op);
+    bool view = (def->flags & IR_OPF_VIEW) && nd->out[0] >= 0 && x->root[nd->out[0]] != nd->out[0];
+    if (!view) st = run_kernel(x, nd, def, ws, wsb);
     rt_alloc_put(&x->alloc, ws);
-    if (st != IR_OK) {
-        if (!kd->msg[0])
-            ir_node_fail(kd, st, nd, "kernel failed: %s", ir_status_to_string(st));
-        else if (!strstr(kd->msg, nd->name)) {
-            char tmp[sizeof kd->msg];
-            memcpy(tmp, kd->msg, sizeof tmp);
-            ir_node_fail(kd, st, nd, "%s", tmp);
-        }
-        return st;
-    }
+    if (st != IR_OK) return st;
     /* Buffers at their last use: read here, or written here and never read. A buffer this node
      * touches twice is freed once: buf is cleared. */
     for (int i = 0; i < nd->n_in + nd->n_out; i++) {

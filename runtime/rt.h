@@ -10,6 +10,11 @@
  *  - an in-place output (IR_OPF_INPLACE, ir_value_inplace_of) allocates nothing: it takes over
  *    its input's buffer, which is freed after the last use of the last value of that chain (never
  *    when one of them is a graph output, or when the chain starts at a resident);
+ *  - a view (ir_value_view_of: Reshape, Flatten, Squeeze, Unsqueeze, and a Transpose read only
+ *    as a MatMul/Gemm operand) allocates nothing and runs no kernel: its output is its base's
+ *    buffer, which is freed after the last use of any view of it, under the same rule (both are
+ *    ir_graph_buffer_roots); MatMul and Gemm read a transposed operand through BLAS's trans flags
+ *    (ir_kernel_ctx.in_transposed);
  *  - bytes are counted exactly as ir_value_bytes, never rounded;
  *  - outputs of IR_OPF_HOST_OUTPUT ops (Store) live in host memory: they come from a separate
  *    host pool, follow the same allocate/free rules, and count as host bytes (peak_host_bytes),

@@ -1,7 +1,8 @@
-/* sched-fission.c - what sched/ needs to count in-place chains and fission groups (sched-impl.h,
- * schedule.h): chain roots, group tags, and the replay of a group's nodes alone, which is the
- * memory the n-1 other parts of a fission take when the materialized graph runs them one after
- * another right before the group's first step (rw_fission_materialize).
+/* sched-fission.c - what sched/ needs to count in-place chains, views and fission groups
+ * (sched-impl.h, schedule.h): buffer roots, the bytes and time of a value or node given them (a
+ * view owns no bytes and takes no time), group tags, and the replay of a group's nodes alone, which
+ * is the memory the n-1 other parts of a fission take when the materialized graph runs them one
+ * after another right before the group's first step (rw_fission_materialize).
  *
  * Invariants: a replay reads only the graph and the group's node list, and leaves the scratch
  * arrays (lastg, at, until) all -1 as it found them, so one sfg_groups serves many replays. */
@@ -12,13 +13,26 @@
 #include <string.h>
 
 void sfg_roots(const ir_graph *g, int *root) {
-    for (int v = 0; v < g->n_values; v++) {
-        /* Chains are short (one value per part of a fission), so following them is cheap; the
-         * bound only guards against a malformed graph with a cycle. */
-        int r = v, x, steps = 0;
-        while ((x = ir_value_inplace_of(g, r)) >= 0 && steps++ < g->n_values) r = x;
-        root[v] = r;
-    }
+    ir_graph_buffer_roots(g, root);
+}
+
+size_t sfg_value_bytes(const ir_graph *g, const int *root, int v) {
+    if (v < 0 || v >= g->n_values || root[v] != v || ir_value_on_host(g, v)) return 0;
+    return ir_value_bytes(&g->values[v]);
+}
+
+bool sfg_node_is_view(const ir_graph *g, const int *root, const ir_node *n) {
+    const ir_op_def *def = ir_op_get(n->op);
+    /* a view op's output 0 has another root exactly when it is a view: no view op is in place */
+    return def && (def->flags & IR_OPF_VIEW) && n->n_out > 0 && n->out[0] >= 0 &&
+           root[n->out[0]] != n->out[0];
+}
+
+double sched_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
+    if (root ? sfg_node_is_view(g, root, n)
+             : (n->n_out > 0 && n->out[0] >= 0 && ir_value_view_of(g, n->out[0]) >= 0))
+        return 0.0;
+    return prof_node_seconds(cost, g, n);
 }
 
 int sfg_node_group(const ir_node *n, int *parts) {
@@ -31,10 +45,10 @@ int sfg_node_group(const ir_node *n, int *parts) {
     return (int)k;
 }
 
-double sfg_node_seconds(prof_model *cost, const ir_graph *g, const ir_node *n) {
+double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
     int parts;
     sfg_node_group(n, &parts);
-    return prof_node_seconds(cost, g, n) * parts;
+    return sched_node_seconds(cost, g, root, n) * parts;
 }
 
 /* The group of the node producing value v, or -1 (residents, untagged producers). */
@@ -139,14 +153,14 @@ size_t sfg_replay(sfg_groups *f, const ir_graph *g, const int *root, int k, int 
         const ir_node *nd = &g->nodes[nodes[i]];
         size_t alloc = ir_node_workspace(g, nd);
         for (int j = 0; j < nd->n_out; j++)
-            if (nd->out[j] >= 0) alloc += sched_value_device_bytes(g, nd->out[j]);
+            if (nd->out[j] >= 0) alloc += sfg_value_bytes(g, root, nd->out[j]);
         if (pk < 0 || cur + alloc > peak) {
             peak = cur + alloc;
             pk = i;
         }
         for (int j = 0; j < nd->n_out; j++) {
             int o = nd->out[j];
-            size_t b = o >= 0 ? sched_value_device_bytes(g, o) : 0;
+            size_t b = o >= 0 ? sfg_value_bytes(g, root, o) : 0;
             if (!b) continue;
             cur += b;
             f->at[o] = i;
@@ -160,7 +174,7 @@ size_t sfg_replay(sfg_groups *f, const ir_graph *g, const int *root, int k, int 
             if (nd->in[j] < 0) continue;
             int r = root[nd->in[j]];
             if (f->lastg[r] != i || f->ext[r] || f->until[r] != INT_MAX) continue;
-            cur -= sched_value_device_bytes(g, r);
+            cur -= sfg_value_bytes(g, root, r);
             f->until[r] = i;
         }
     }

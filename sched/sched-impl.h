@@ -53,7 +53,8 @@ typedef struct sdp_ctx {
 ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d);
 
 /* Write-after-read edges of in-place outputs: for each node x, the nodes other than x that read
- * a value x overwrites (ir_value_inplace_of: a resident or a produced value), which must run
+ * a value x overwrites (ir_value_inplace_of: a resident or a produced value) or a view of it
+ * (ir_graph_overwriters), which must run
  * before x; ordering-only reads (ir_input_order_only) need no old value and get no edge. CSR over
  * nodes (off has n_nodes + 1 entries; a reader may repeat); both malloc'd. False when out of
  * memory. */
@@ -189,14 +190,19 @@ ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_di
  * Fission groups: nodes tagged "magpie_fission_group" = k with "magpie_fission_parts" = n >= 2.
  * A tag with n < 2 is no group (nothing is repeated). */
 
-/* root[v] for every value of g: v itself unless v is an in-place output, else the root of v's
- * chain (a resident for an optimizer update, a produced value otherwise). */
+/* root[v] for every value of g (ir_graph_buffer_roots): v itself unless v is an in-place output
+ * or a view, else the value owning the buffer it lives in (a resident for an optimizer update or
+ * a view of a weight, a produced value otherwise). */
 void sfg_roots(const ir_graph *g, int *root);
+/* sched_value_device_bytes in O(1) with g's roots: the bytes of a root on the device, else 0. */
+size_t sfg_value_bytes(const ir_graph *g, const int *root, int v);
+/* n is a view (ir_value_view_of of its output 0): no kernel, no time, no bytes. */
+bool sfg_node_is_view(const ir_graph *g, const int *root, const ir_node *n);
 /* n's group tag when it is tagged with >= 2 parts, else -1; *parts receives n (1 if none). */
 int sfg_node_group(const ir_node *n, int *parts);
-/* prof_node_seconds times the node's parts: the compute time a node of a fission group stands
+/* sched_node_seconds times the node's parts: the compute time a node of a fission group stands
  * for (sched_place_swaps's estimate; the simulator runs the other parts as one block). */
-double sfg_node_seconds(prof_model *cost, const ir_graph *g, const ir_node *n);
+double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n);
 
 /* The fission groups of g under an order: numbered 0..n-1 by their first step. */
 typedef struct sfg_groups {
@@ -204,8 +210,8 @@ typedef struct sfg_groups {
     int *parts;      /* per group */
     int *off, *node; /* per group: its node indices in order (CSR) */
     int *of;         /* per node: its group, or -1 */
-    /* per root value produced in a group: some value of its chain is read by a node outside that
-     * group or is a graph output, so a replay keeps it */
+    /* per root value produced in a group: some value of its chain (or view of it) is read by a node
+     * outside that group or is a graph output, so a replay keeps it */
     uint8_t *ext;
     int *lastg, *at, *until; /* per value: replay scratch, -1 between uses */
 } sfg_groups;

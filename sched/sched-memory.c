@@ -13,8 +13,9 @@
  * Values in host memory (outputs of IR_OPF_HOST_OUTPUT ops: Store) keep their lifetime, which
  * the simulator uses for host bytes, but never count as device bytes nor as hot-spots; in-place
  * outputs count no bytes of their own either (both are sched_value_device_bytes, the one
- * definition sched/ counts with). The root of an in-place chain over a produced value holds the
- * chain's buffer: its last_step is the last step of any value of the chain.
+ * definition sched/ counts with), and neither do views (ir_value_view_of). The root of an in-place
+ * chain or of views over a produced value holds the buffer: its last_step is the last step of any
+ * value with that root (ir_graph_buffer_roots); views of a resident are resident.
  * Fission groups (schedule.h): at a group's first step t0, step_bytes is what is live before t0
  * allocates plus the group's replay peak (sfg_replay), when that is more.
  * Hot-spots are every value live at the first step that reaches the peak, residents included
@@ -29,7 +30,7 @@
 
 size_t sched_value_device_bytes(const ir_graph *g, int v) {
     if (v < 0 || v >= g->n_values) return 0;
-    if (ir_value_on_host(g, v) || ir_value_inplace_of(g, v) >= 0) return 0;
+    if (ir_value_on_host(g, v) || ir_value_alias_of(g, v) >= 0) return 0;
     return ir_value_bytes(&g->values[v]);
 }
 
@@ -46,7 +47,7 @@ static ir_status replay_hotspots(const ir_graph *g, sfg_groups *f, const int *ro
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == m->n_steps;
         bool before = lt[v].def_step >= 0 && lt[v].def_step < t0 && lt[v].last_step >= t0 &&
-                      sched_value_device_bytes(g, v) > 0;
+                      sfg_value_bytes(g, root, v) > 0;
         if (resident || before || live[v]) m->hotspots[m->n_hotspots++] = v;
     }
     free(live);
@@ -111,8 +112,8 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
         else if (!read)
             lt[v].last_step = lt[v].def_step;
     }
-    /* An in-place chain's buffer is its root's: it lives until the last use of any value of the
-     * chain (graph outputs included). */
+    /* An in-place chain's buffer is its root's, and so is a view's: it lives until the last use
+     * of any value of the chain or view of it (graph outputs included). */
     for (int v = 0; v < g->n_values; v++) {
         int r = root[v];
         if (r != v && g->values[r].producer >= 0 && lt[v].last_step > lt[r].last_step)
@@ -120,7 +121,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     }
     for (int v = 0; v < g->n_values; v++) {
         /* Store outputs keep their lifetime (the simulator counts them as host bytes). */
-        long long b = g->values[v].producer >= 0 ? (long long)sched_value_device_bytes(g, v) : 0;
+        long long b = g->values[v].producer >= 0 ? (long long)sfg_value_bytes(g, root, v) : 0;
         if (!b) continue;
         delta[lt[v].def_step] += b;
         delta[lt[v].last_step + 1 <= n ? lt[v].last_step + 1 : n] -= b;
@@ -148,7 +149,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
         const ir_node *nd = &g->nodes[x];
         size_t own_bytes = ir_node_workspace(g, nd);
         for (int i = 0; i < nd->n_out; i++)
-            if (nd->out[i] >= 0) own_bytes += sched_value_device_bytes(g, nd->out[i]);
+            if (nd->out[i] >= 0) own_bytes += sfg_value_bytes(g, root, nd->out[i]);
         size_t with = m->step_bytes[t0] - own_bytes + sfg_replay(&fg, g, root, k, NULL, NULL);
         if (with >= m->step_bytes[t0]) {
             m->step_bytes[t0] = with;
@@ -172,7 +173,7 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
     for (int v = 0; v < g->n_values; v++) {
         bool resident = lt[v].def_step < 0 && lt[v].last_step == n;
         bool at_peak = p >= 0 && lt[v].def_step >= 0 && lt[v].def_step <= p &&
-                       lt[v].last_step >= p && sched_value_device_bytes(g, v) > 0;
+                       lt[v].last_step >= p && sfg_value_bytes(g, root, v) > 0;
         if (resident || at_peak) m->hotspots[m->n_hotspots++] = v;
     }
 out:

@@ -1,8 +1,8 @@
 /* sched-order.c - orders of a graph: the eager order and the validity check every scheduler's
  * result goes through. An order is a permutation of the node indices in which every node comes
  * after the producers of its inputs and every in-place output after the other readers of the
- * value it overwrites, a resident or a produced value (they need the value from before the
- * write; ordering-only reads, ir_input_order_only, need none). */
+ * value it overwrites, a resident or a produced value, and of its views (they need the value
+ * from before the write; ordering-only reads, ir_input_order_only, need none). */
 #include "sched-impl.h"
 
 #include <stdlib.h>
@@ -20,15 +20,8 @@ bool sdp_war_preds(const ir_graph *g, int **off_out, int **pred_out) {
     int n = g->n_nodes, nv = g->n_values;
     int *ow = malloc(sizeof(int) * ((size_t)nv + 1)), *off = calloc((size_t)n + 2, sizeof(int));
     int *pred = NULL;
-    if (!ow || !off) goto fail;
-    for (int v = 0; v < nv; v++) ow[v] = -1;
-    for (int x = 0; x < n; x++) {
-        const ir_node *nd = &g->nodes[x];
-        for (int i = 0; i < nd->n_out; i++) {
-            int v = nd->out[i], r = v >= 0 && v < nv ? ir_value_inplace_of(g, v) : -1;
-            if (r >= 0) ow[r] = x;
-        }
-    }
+    /* ow[v]: the node writing over the bytes v reads (the value it takes over, or a view of it) */
+    if (!ow || !off || !ir_graph_overwriters(g, true, ow)) goto fail;
     /* off[x + 2] counts x's edges, so that after the prefix sum off[x + 1] is x's write cursor.
      * An ordering-only read needs no old value: no edge. */
     for (int y = 0; y < n; y++) {

@@ -3,11 +3,11 @@
  *
  * Timing model: two streams.
  *  - The compute stream runs every op but Store and Load one after another, each for
- *    prof_node_seconds. A fission group (schedule.h) stands for its n parts: the n-1 others run
- *    one after another right before the group's first slice, each its nodes in the group's order
- *    on both streams (its swaps overlapping its compute), exactly where rw_fission_materialize
- *    puts them; so the one-copy graph's timeline is the materialized graph's, swaps inside and
- *    around the group included.
+ *    sched_node_seconds (a view runs no kernel: 0). A fission group (schedule.h) stands for its n
+ * parts: the n-1 others run one after another right before the group's first slice, each its nodes
+ * in the group's order on both streams (its swaps overlapping its compute), exactly where
+ * rw_fission_materialize puts them; so the one-copy graph's timeline is the materialized graph's,
+ * swaps inside and around the group included.
  *  - The copy stream runs Store and Load one after another, each for prof_transfer_seconds of the
  *    tensor it moves, overlapping compute.
  *  - Every op starts once its stream is free and its inputs are ready; a value is ready when its
@@ -114,8 +114,8 @@ typedef struct streams {
 
 /* Runs node nd on its stream once its inputs are ready (ready[], by value) and returns when it
  * ends; the caller records the outputs' ready times. */
-static double run_node(const ir_graph *g, const ir_node *nd, prof_model *cost, const double *ready,
-                       streams *t, double *start_out) {
+static double run_node(const ir_graph *g, const int *root, const ir_node *nd, prof_model *cost,
+                       const double *ready, streams *t, double *start_out) {
     double at = 0.0, start, end;
     for (int i = 0; i < nd->n_in; i++)
         if (nd->in[i] >= 0 && ready[nd->in[i]] > at) at = ready[nd->in[i]];
@@ -126,7 +126,7 @@ static double run_node(const ir_graph *g, const ir_node *nd, prof_model *cost, c
         t->copy_free = end;
     } else {
         start = at > t->compute_free ? at : t->compute_free;
-        end = start + prof_node_seconds(cost, g, nd);
+        end = start + sched_node_seconds(cost, g, root, nd);
         t->compute_free = t->last_compute_end = end;
     }
     if (start_out) *start_out = start;
@@ -150,7 +150,7 @@ static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, prof
     for (int part = 1; part < rb->f.parts[k]; part++)
         for (int i = 0; i < cnt; i++) {
             const ir_node *x = &g->nodes[nodes[i]];
-            double end = run_node(g, x, cost, ready, t, NULL);
+            double end = run_node(g, rb->root, x, cost, ready, t, NULL);
             for (int o = 0; o < x->n_out; o++)
                 if (x->out[o] >= 0) ready[x->out[o]] = end;
         }
@@ -192,7 +192,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
         if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], cost, ready, &t);
-        double start, end = run_node(g, nd, cost, ready, &t, &start);
+        double start, end = run_node(g, rb.root, nd, cost, ready, &t, &start);
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0) ready[nd->out[i]] = end;
         out->start_s[s] = start;

@@ -35,7 +35,8 @@ static bool is_swap(const ir_node *n) {
  * deadline[k] = when base[k] starts: a fission group's replay block runs between the two when
  * base[k] is the group's first slice. */
 static ir_status compute_timeline(const ir_graph *g, const int *order, const int *base, int nb,
-                                  prof_model *cost, double *end, double *deadline, ir_diag *d) {
+                                  prof_model *cost, double *end, double *deadline, double *secs,
+                                  ir_diag *d) {
     int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     sfg_groups f = {0};
     ir_status st = IR_OK;
@@ -53,7 +54,7 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
         first[k] = -1;
         for (int j = f.off[k]; j < f.off[k + 1]; j++) {
             const ir_node *x = &g->nodes[f.node[j]];
-            if (!is_swap(x)) block[k] += prof_node_seconds(cost, g, x);
+            if (!is_swap(x)) block[k] += sched_node_seconds(cost, g, root, x);
             if (first[k] < 0 && x->op == IR_OP_FissionSlice) first[k] = f.node[j];
         }
         if (first[k] < 0) first[k] = f.node[f.off[k]];
@@ -63,7 +64,8 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
     for (int k = 0; k < nb; k++) {
         int x = base[k], grp = f.n ? f.of[x] : -1;
         deadline[k] = end[k] + (grp >= 0 && first[grp] == x ? block[grp] : 0.0);
-        end[k + 1] = deadline[k] + prof_node_seconds(cost, g, &g->nodes[x]);
+        end[k + 1] = deadline[k] + sched_node_seconds(cost, g, root, &g->nodes[x]);
+        secs[k] = sfg_node_seconds(cost, g, root, &g->nodes[x]);
     }
     deadline[nb] = end[nb];
     free(block);
@@ -101,7 +103,9 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
     int *cnt = calloc(ns + 2, sizeof(int));
     double *end = malloc(sizeof(double) * (ns + 1)), *deadline = malloc(sizeof(double) * (ns + 1));
     load_due *loads = malloc(sizeof(load_due) * ns);
-    if (!base || !slot || !before || !first_use || !tmp || !cnt || !end || !deadline || !loads) {
+    double *secs = malloc(sizeof(double) * ns); /* per base index: sfg_node_seconds */
+    if (!base || !slot || !before || !first_use || !tmp || !cnt || !end || !deadline || !loads ||
+        !secs) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
         goto out;
     }
@@ -127,6 +131,9 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
             if (p >= 0 && is_swap(&g->nodes[p]) && bound < first_use[p]) first_use[p] = bound;
         }
     }
+    /* The compute timeline (and each compute op's time, which the Loads' slots below add up) */
+    if ((st = compute_timeline(g, order, base, nb, cost, end, deadline, secs, d)) != IR_OK)
+        goto out;
     /* Slots in input order: a swap op's producer (if a swap op) has its slot already. */
     for (int s = 0; s < n; s++) {
         int k = order[s];
@@ -142,7 +149,7 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
             double need = prof_transfer_seconds(cost, ir_value_bytes(ir_node_out(g, nd, 0))),
                    acc = 0.0;
             at = first_use[k] > lo ? first_use[k] : lo;
-            while (at > lo && acc < need) acc += sfg_node_seconds(cost, g, &g->nodes[base[--at]]);
+            while (at > lo && acc < need) acc += secs[--at];
         }
         /* Every user comes after the producer of k's input in a topological order, so lo never
          * exceeds the earliest user's slot and k lands before its users. */
@@ -150,7 +157,6 @@ ir_status sched_place_swaps(const ir_graph *g, const int *order, prof_model *cos
         slot[k] = at;
     }
     /* Copy-stream contention (see the top): Loads from the latest deadline back. */
-    if ((st = compute_timeline(g, order, base, nb, cost, end, deadline, d)) != IR_OK) goto out;
     int n_loads = 0;
     for (int s = 0; s < n; s++) {
         int k = order[s];
@@ -199,5 +205,6 @@ out:
     free(end);
     free(deadline);
     free(loads);
+    free(secs);
     return st;
 }

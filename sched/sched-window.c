@@ -135,7 +135,7 @@ ir_status sdp_ctx_init(sdp_ctx *c, const ir_graph *g, ir_diag *d) {
     for (int v = 0; v < nv; v++) {
         const ir_value *val = &g->values[v];
         if (val->producer >= 0) {
-            c->vbytes[v] = sched_value_device_bytes(g, v);
+            c->vbytes[v] = sfg_value_bytes(g, root, v);
         } else if ((val->flags & IR_VF_INPUT) || (val->blob && (read[v] || c->is_out[v]))) {
             c->resident += ir_value_bytes(val); /* sched_memory_compute's residents */
         }

@@ -14,8 +14,9 @@
 int *sched_eager_order(const ir_graph *g);
 /* True when order is a topological permutation of g's nodes that also runs every in-place
  * output (IR_OPF_INPLACE) after every other reader of the value it overwrites, a resident or a
- * produced value (a write-after-read edge: the readers need the old value; an ordering-only
- * input, ir_input_order_only, reads no value and gets no edge). */
+ * produced value, and after every reader of a view of it (a write-after-read edge: the readers
+ * need the old value, ir_graph_overwriters; an ordering-only input, ir_input_order_only, reads
+ * no value and gets no edge). */
 bool sched_order_valid(const ir_graph *g, const int *order, int n);
 
 /* Residents are graph inputs and constants read by a node or a graph output. A produced value
@@ -29,11 +30,16 @@ typedef struct sched_lifetime {
 
 /* The device bytes value v occupies as a produced value, the one definition every counter in
  * sched/ uses (and runtime/rt-exec.c's allocation rules restated): 0 for a value in host memory
- * (a Store output, IR_OPF_HOST_OUTPUT) and for an in-place output that takes over its input's
- * buffer (ir_value_inplace_of(g, v) >= 0: an optimizer update, a FissionAssemble);
- * ir_value_bytes otherwise.
+ * (a Store output, IR_OPF_HOST_OUTPUT), for an in-place output that takes over its input's
+ * buffer (ir_value_inplace_of(g, v) >= 0: an optimizer update, a FissionAssemble) and for a view
+ * (ir_value_view_of(g, v) >= 0: a Reshape, Flatten, Squeeze, Unsqueeze, or a transposed operand);
+ * ir_value_bytes otherwise. O(1) except for a Transpose output (O(nodes)).
  * Residents (graph inputs, constants) are counted apart, as resident bytes. */
 size_t sched_value_device_bytes(const ir_graph *g, int v);
+/* The time node n takes on the compute stream: 0 for a view (no kernel runs; ir.h), else
+ * prof_node_seconds. root: ir_graph_buffer_roots of g, or NULL (then a Transpose's readers are
+ * searched, O(nodes)). Every latency sched/ computes uses it. */
+double sched_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n);
 
 typedef struct sched_memory {
     int n_steps;
@@ -55,7 +61,11 @@ typedef struct sched_memory {
 /* In-place outputs (IR_OPF_INPLACE) over a produced value x (not a resident): output k takes
  * over input k's buffer, which stays live until the last use of the last value of the chain;
  * the output itself allocates nothing (sched_value_device_bytes 0) and x is not freed at that
- * step. (FissionAssemble/FissionAccumulate write parts into a FissionBuffer this way.)
+ * step. (FissionAssemble/FissionAccumulate write parts into a FissionBuffer this way.) Views
+ * (ir_value_view_of) join their base's chain the same way: a view allocates nothing, the base's
+ * buffer lives until the last read of any view of it (to the end when one is a graph output),
+ * and a view of a resident is resident (ir_graph_buffer_roots gives every value its buffer's
+ * root).
  *
  * Fission groups (rules.h, rw_fission_apply): nodes tagged "magpie_fission_group" = k,
  * "magpie_fission_parts" = n are one part of n. The accounting adds the n-1 other parts as the

@@ -79,21 +79,23 @@ static void test_memory_order_of_training_graphs(void **state) {
         }
 }
 
-/* sched_value_device_bytes: 0 for in-place updates, the value's bytes for the rest. */
+/* sched_value_device_bytes: 0 for in-place updates and views, the value's bytes for the rest. */
 static void test_device_bytes(void **state) {
     (void)state;
     ir_graph *g = load_training("mlp_dropout_train", IR_OPTIM_ADAM);
-    int n_inplace = 0;
+    int n_inplace = 0, n_views = 0;
     for (int v = 0; v < g->n_values; v++) {
         if (g->values[v].producer < 0) continue;
-        if (ir_value_inplace_of(g, v) >= 0) {
-            n_inplace++;
+        if (ir_value_inplace_of(g, v) >= 0 || ir_value_view_of(g, v) >= 0) {
+            n_inplace += ir_value_inplace_of(g, v) >= 0;
+            n_views += ir_value_view_of(g, v) >= 0;
             assert_int_equal(sched_value_device_bytes(g, v), 0);
         } else {
             assert_true(sched_value_device_bytes(g, v) == ir_value_bytes(&g->values[v]));
         }
     }
     assert_true(n_inplace > 0);
+    assert_true(n_views > 0); /* the backward's transposed operands of its MatMuls */
     ir_graph_free(g);
 }
 
