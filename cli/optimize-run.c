@@ -3,7 +3,9 @@
  * node costs what it cost before; with PET on a measured device, the candidates' ops too),
  * search (xs_search: MAGIS Algorithm 3 over fission, remat, swap, substitution, PET candidates
  * and the memory DP's order) under a memory or a latency limit (or none: --pet alone) with its
- * progress line and checkpoints, and write the plan:
+ * progress line and checkpoints, time the best plans against the original with a measured
+ * device (optimize-measure.c: the plan written may then be a runner-up or the original), and
+ * write the plan:
  *  - DIR/optimized.onnx: the best graph with its fissions materialized (rw_fission_materialize:
  *    all n parts), rematerialized ops duplicated, Store/Load and the fission ops in domain
  *    "magpie", nodes in the schedule's order;
@@ -238,6 +240,8 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         a->xs.checkpoint_now = &checkpoint_now;
     }
     a->xs.resume = job->resume;
+    /* the runners-up --measure times beside the best */
+    a->xs.keep_plans = prof_is_measured(m) && a->measure > 1 ? a->measure - 1 : 0;
     st = a->refine ? xs_search_refined(g, &a->xs, &r, &d) : xs_search(g, &a->xs, &r, &d);
     r.eager_peak_bytes = eager.peak_device_bytes;
     r.eager_latency_s = eager.latency_s;
@@ -250,6 +254,8 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         code = cli_fail_ir(st, &d, ck_failed ? NULL : path);
         goto out;
     }
+    cli_measure mz;
+    if ((code = cli_optimize_measure(cmd, o, a, g, m, &r, &mz)) != CLI_EXIT_OK) goto out;
     t0 = ir_now_seconds();
     /* the plan: the best graph with its fissions materialized (every part), nodes in the
      * schedule's order */
@@ -280,6 +286,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
                           .a = a,
                           .r = &r,
                           .ckpt = ck,
+                          .measure = &mz,
                           .limit_abs = a->xs.limit,
                           .threads = r.stats.threads,
                           .t_load = t_load,
@@ -309,7 +316,9 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     }
     rep.best = plan;
     rep.sim = &plan_sim;
+    /* a measured latency decides a latency limit; the simulated peak is exact */
     rep.met = a->xs.mode == XS_MODE_MEM ? (double)plan_sim.peak_device_bytes <= a->xs.limit
+              : mz.on                   ? mz.lat_met
                                         : plan_sim.latency_s <= a->xs.limit;
     for (int i = 0; i < plan->n_nodes; i++) {
         ir_op_kind op = plan->nodes[i].op;
