@@ -46,7 +46,11 @@ bake() {
     "$PY" - "$1" "$2" "$3" <<'EOF'
 import sys, zlib, numpy as np, onnx
 from onnx import numpy_helper as nh, helper
-np_type = helper.tensor_dtype_to_np_dtype
+try:
+    np_type = helper.tensor_dtype_to_np_dtype  # onnx >= 1.13
+except AttributeError:
+    from onnx import mapping
+    np_type = mapping.TENSOR_TYPE_TO_NP_TYPE.__getitem__
 src, dst, npy = sys.argv[1:4]
 m = onnx.load(src)
 g = m.graph
@@ -146,7 +150,7 @@ for name in $MODELS; do
         rep="$out/report.json"
         applied=$(report_get "$rep" '", ".join("%s %d" % (k, v) for k, v in r["subst_rules"].items() if v) + (", " if r["rules"]["subst"] and r["rules"]["pet"] else "") + ("pet %d" % r["rules"]["pet"] if r["rules"]["pet"] else "") or "none"')
         classes=$(report_get "$rep" '", ".join(sorted(set(a["class"] for a in (r["pet"] or {}).get("applied", [])))) or "-"')
-        written=$(report_get "$rep" 'm = r["measurement"]; n = len([p for p in m["plans"] if p["timed"]]); ("the original (%d plans measured slower)" % n) if m["fell_back_to_original"] else "plan %d of %d measured, %.3f" % (m["written"] + 1, n, m["plans"][m["written"]]["measured_ratio"])')
+        written=$(report_get "$rep" '(lambda m, n: ("the original (%d plans measured slower)" % n) if m["fell_back_to_original"] else "plan %d of %d measured, %.3f" % (m["written"] + 1, n, m["plans"][m["written"]]["measured_ratio"]))(r["measurement"], len([p for p in r["measurement"]["plans"] if p["timed"]]))')
         pred=$(report_get "$rep" '"%.3f" % r["latency_ratio"]')
         if "$MAGPIE" verify "$model" "$out/optimized.onnx" >"$out.verify" 2>&1; then
             ver=match
