@@ -10,7 +10,7 @@
 # one, or the original order when every plan measured ran slower). Then every plan is verified
 # (`magpie verify`) and timed side by side with its original: `magpie run --repeat REPEAT` (the
 # median of REPEAT warm runs), ROUNDS rounds alternating which goes first, medians over the
-# rounds, on one kernel thread (OMP_NUM_THREADS=1, OpenBLAS 1). Two clocks are reported: the
+# rounds (the ratios: medians of the per-round ratios), on one kernel thread (OMP_NUM_THREADS=1, OpenBLAS 1). Two clocks are reported: the
 # wall time (`wall_seconds`) and the running thread's CPU time (`cpu_seconds`, which waiting for
 # a core on a busy machine does not inflate; the cpu cost model measures ops with it).
 #
@@ -91,22 +91,28 @@ run_s() {
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # side_by_side A B INPUT: ow op (wall) and oc pc (cpu), the medians over ROUNDS rounds of A's and
-# B's run_s, the order alternating from round to round
+# B's run_s, the order alternating from round to round; rw rc, the medians over the rounds of
+# B's time over A's in the same round (a busier or quieter moment weighs on both of a pair)
 side_by_side() {
-    local aw=() ac=() bw=() bc=() r x
+    local aw=() ac=() bw=() bc=() qw=() qc=() r x y
     for r in $(seq "$ROUNDS"); do
         if [ $((r % 2)) = 1 ]; then
-            read -r -a x <<<"$(run_s "$1" "$3")"; aw+=("${x[0]}"); ac+=("${x[1]}")
-            read -r -a x <<<"$(run_s "$2" "$3")"; bw+=("${x[0]}"); bc+=("${x[1]}")
+            read -r -a x <<<"$(run_s "$1" "$3")"
+            read -r -a y <<<"$(run_s "$2" "$3")"
         else
-            read -r -a x <<<"$(run_s "$2" "$3")"; bw+=("${x[0]}"); bc+=("${x[1]}")
-            read -r -a x <<<"$(run_s "$1" "$3")"; aw+=("${x[0]}"); ac+=("${x[1]}")
+            read -r -a y <<<"$(run_s "$2" "$3")"
+            read -r -a x <<<"$(run_s "$1" "$3")"
         fi
+        aw+=("${x[0]}"); ac+=("${x[1]}"); bw+=("${y[0]}"); bc+=("${y[1]}")
+        qw+=("$(awk -v a="${x[0]}" -v b="${y[0]}" 'BEGIN {print b / a}')")
+        qc+=("$(awk -v a="${x[1]}" -v b="${y[1]}" 'BEGIN {print b / a}')")
     done
     ow=$(median "${aw[@]}")
     op=$(median "${bw[@]}")
     oc=$(median "${ac[@]}")
     pc=$(median "${bc[@]}")
+    rw=$(median "${qw[@]}")
+    rc=$(median "${qc[@]}")
 }
 
 report_get() { "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -128,9 +134,9 @@ for name in $MODELS; do
     cp "$model" "$WORK/$name-copy.onnx"
     log "$name: control, the original against a copy of itself"
     side_by_side "$model" "$WORK/$name-copy.onnx" "$input"
-    awk -v n="$name" -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" 'BEGIN {
+    awk -v n="$name" -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" 'BEGIN {
         printf "| %s | control (a copy) | | | 1 | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | | |\n",
-            n, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, op / ow, pc / oc}'
+            n, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc}'
     for cfg in $CONFIGS; do
         case "$cfg" in
         pet) flags="--pet" ;;
@@ -160,9 +166,8 @@ for name in $MODELS; do
         log "$name: timing $ROUNDS x (original, plan), --repeat $REPEAT"
         side_by_side "$model" "$out/optimized.onnx" "$input"
         awk -v n="$name" -v c="$cfg" -v ap="$applied ($classes)" -v wr="$written" -v pr="$pred" \
-            -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v v="$ver" 'BEGIN {
+            -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" -v v="$ver" 'BEGIN {
             printf "| %s | %s | %s | %s | %s | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | %.3f | %s |\n",
-                n, c, ap, wr, pr, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, op / ow, pc / oc,
-                pr / (pc / oc), v}'
+                n, c, ap, wr, pr, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc, pr / rc, v}'
     done
 done
