@@ -46,8 +46,8 @@ typedef struct exec_graph {
     const int *order;
     ir_graph *owned_g; /* when materialized */
     int *owned_order;
-    int reps; /* runs per sample */
-    double warm_s;
+    int reps;      /* runs per sample */
+    double warm_s; /* the wall time of one call (rt_run), for the budget */
 } exec_graph;
 
 static void exec_free(exec_graph *e) {
@@ -61,12 +61,16 @@ static bool thread_clock(void) {
     return rt_kernel_threads() == 1;
 }
 
-/* One execution's kernel seconds. */
-static ir_status run_once(const exec_graph *e, uint64_t seed, double *s, ir_diag *d) {
+/* One execution's kernel seconds into *s; *call_s (may be NULL): the wall time of the whole call,
+ * which also places the weights and copies the outputs, for the budget. */
+static ir_status run_once(const exec_graph *e, uint64_t seed, double *s, double *call_s,
+                          ir_diag *d) {
     rt_options ro = {
         .order = e->order, .n_order = e->g->n_nodes, .seed = seed, .fill_missing_data = true};
     rt_result res;
+    double t0 = ir_now_seconds();
     ir_status st = rt_run(e->g, NULL, 0, &ro, &res, d);
+    if (call_s) *call_s = ir_now_seconds() - t0;
     if (st != IR_OK) return st;
     *s = thread_clock() ? res.cpu_seconds : res.wall_seconds;
     rt_result_free(&res);
@@ -77,7 +81,7 @@ static ir_status run_once(const exec_graph *e, uint64_t seed, double *s, ir_diag
 static ir_status sample(const exec_graph *e, uint64_t seed, double *s, ir_diag *d) {
     double t[MAX_REPS];
     for (int i = 0; i < e->reps; i++) {
-        ir_status st = run_once(e, seed, &t[i], d);
+        ir_status st = run_once(e, seed, &t[i], NULL, d);
         if (st != IR_OK) return st;
     }
     qsort(t, (size_t)e->reps, sizeof *t, ir_cmp_double);
@@ -86,11 +90,13 @@ static ir_status sample(const exec_graph *e, uint64_t seed, double *s, ir_diag *
 }
 
 static ir_status warm(exec_graph *e, uint64_t seed, ir_diag *d) {
-    ir_status st = run_once(e, seed, &e->warm_s, d);
+    double s;
+    ir_status st = run_once(e, seed, &s, &e->warm_s, d);
     if (st != IR_OK) return st;
-    /* the first run pages everything in; the second says what a run costs */
-    if ((st = run_once(e, seed, &e->warm_s, d)) != IR_OK) return st;
-    int reps = e->warm_s > 0 ? (int)ceil(SAMPLE_S / e->warm_s) : MAX_REPS;
+    /* the first run pages everything in; the second says what a run costs (its kernels: the
+     * runs of a sample; the whole call: the budget) */
+    if ((st = run_once(e, seed, &s, &e->warm_s, d)) != IR_OK) return st;
+    int reps = s > 0 ? (int)ceil(SAMPLE_S / s) : MAX_REPS;
     e->reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
     return IR_OK;
 }

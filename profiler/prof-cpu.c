@@ -128,6 +128,14 @@ static void bufs_free(node_bufs *b) {
     free(b->ws);
 }
 
+/* Whether output k of n takes over input k's buffer in the executor (rt-exec.c, IR_OPF_INPLACE
+ * and ir_value_inplace_of): the kernel then writes only what changes (a PetPatch its box), and
+ * timing it on separate buffers would time a copy of the whole tensor the executor never makes. */
+static bool in_place(const ir_graph *g, const ir_node *n, int k) {
+    return k < n->n_out && k < n->n_in && n->out[k] >= 0 &&
+           ir_value_inplace_of(g, n->out[k]) == n->in[k];
+}
+
 static ir_status bufs_alloc(const ir_graph *g, const ir_node *n, node_bufs *b, ir_diag *d) {
     memset(b, 0, sizeof *b);
     b->in = calloc((size_t)n->n_in + 1, sizeof *b->in);
@@ -141,20 +149,29 @@ static ir_status bufs_alloc(const ir_graph *g, const ir_node *n, node_bufs *b, i
         b->in[i].dtype = v->dtype;
         b->in[i].shape = v->shape;
         size_t bytes = ir_value_bytes(v);
-        if (v->blob && ir_blob_bytes(v->blob) >= bytes) {
+        bool has_blob = v->blob && ir_blob_bytes(v->blob) >= bytes;
+        /* an in-place output writes into this buffer: never into the graph's constant */
+        if (has_blob && !in_place(g, n, i)) {
             b->in[i].data = ir_blob_data(v->blob);
             continue;
         }
         void *p = alloc64(bytes);
         if (!p) goto nomem;
         b->owned[b->n_owned++] = p;
-        rt_fill_seeded(v, CPU_SEED, p);
+        if (has_blob)
+            memcpy(p, ir_blob_data(v->blob), bytes);
+        else
+            rt_fill_seeded(v, CPU_SEED, p);
         b->in[i].data = p;
     }
     for (int i = 0; i < n->n_out; i++) {
         const ir_value *v = ir_node_out(g, n, i);
         b->out[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (!v) continue;
+        if (in_place(g, n, i) && b->in[i].data) {
+            b->out[i] = (ir_tensor){.dtype = v->dtype, .shape = v->shape, .data = b->in[i].data};
+            continue;
+        }
         void *p = alloc64(ir_value_bytes(v));
         if (!p) goto nomem;
         b->owned[b->n_owned++] = p;
