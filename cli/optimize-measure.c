@@ -18,7 +18,8 @@
  *  - memory mode (--mem-limit, and --pet alone: latency is the objective): the plan of lowest
  *    measured ratio among those within the memory limit; when it runs slower than the original
  *    (ratio > 1) the original order is written instead (the reason on stderr and in report.json),
- *    and the memory limit decides the exit status as for any plan;
+ *    and the memory limit decides the exit status as for any plan. When no plan is within the
+ *    limit, the search's best (the least memory) is written as without measuring: exit 3;
  *  - latency mode (--lat-limit): the first plan, in the search's order (least memory first),
  *    whose measured latency is within the limit (a ratio of the measured original, or absolute);
  *    when none is, the search's best is written and the limit is not met.
@@ -284,9 +285,12 @@ int cli_optimize_measure(const cli_cmd *cmd, const cli_opts *o, const cli_opt_ar
             const cli_measure_plan *p = &out->plans[idx[k]];
             if (p->within_memory && (pick < 0 || p->ratio < out->plans[pick].ratio)) pick = idx[k];
         }
-        if (pick < 0) pick = 0; /* none within the limit: the best, which is then not met */
+        /* none within the limit: the search's best, the least memory, is written whatever it
+         * measures (above the limit memory comes first, as in the search's order) */
+        bool none_within = pick < 0;
+        if (none_within) pick = 0;
         const cli_measure_plan *p = &out->plans[pick];
-        if (p->ratio > 1.0) {
+        if (!none_within && p->ratio > 1.0) {
             snprintf(out->fallback, sizeof out->fallback,
                      "the fastest plan measured ran %.3fx the original's latency (predicted "
                      "%.3fx): the original order is written instead",
