@@ -67,8 +67,8 @@ static const opt_def defs[] = {
      "with --mem-limit: after a quarter of the budget, latency-bounded searches look for a"
      " faster plan within the limit (not MAGIS's Algorithm 3 alone; no --checkpoint)"},
     {CLI_OPT_BUDGET, "measure", 0, "N",
-     "with a measured device (cpu, cuda): execute the N best plans found alternately with the"
-     " original and keep the best measured one (default: 3; 0: trust the cost model)"},
+     "with --device cpu: execute the N best plans found alternately with the original and"
+     " keep the best measured one (default: 3; 0: trust the cost model)"},
     {CLI_OPT_BUDGET, "measure-time", 0, "T",
      "time budget of --measure, besides --time (default: a quarter of --time)"},
     {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
