@@ -66,6 +66,11 @@ static const opt_def defs[] = {
     {CLI_OPT_SEARCH, "refine", 0, NULL,
      "with --mem-limit: after a quarter of the budget, latency-bounded searches look for a"
      " faster plan within the limit (not MAGIS's Algorithm 3 alone; no --checkpoint)"},
+    {CLI_OPT_BUDGET, "measure", 0, "N",
+     "with --device cpu: execute the N best plans found alternately with the original and"
+     " keep the best measured one (default: 3; 0: trust the cost model)"},
+    {CLI_OPT_BUDGET, "measure-time", 0, "T",
+     "time budget of --measure, besides --time (default: a quarter of --time)"},
     {CLI_OPT_BUDGET, "quiet", 0, NULL, "no progress line on stderr"},
     {CLI_OPT_CHECKPOINT, "checkpoint", 0, "FILE",
      "write the search's state to FILE periodically, on SIGUSR1, and when it ends (also on"
@@ -329,6 +334,8 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
                             : !strcmp(od->lng, "max-frontier") ? &o->max_frontier
                             : !strcmp(od->lng, "threads")      ? &o->threads
                             : !strcmp(od->lng, "rules")        ? &o->rules
+                            : !strcmp(od->lng, "measure")      ? &o->measure
+                            : !strcmp(od->lng, "measure-time") ? &o->measure_time
                                                                : &o->delta;
         *slot = val;
         return CLI_EXIT_OK;

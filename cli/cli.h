@@ -81,7 +81,7 @@ typedef struct cli_opts {
     /* CLI_OPT_SEARCH and CLI_OPT_BUDGET values as given (NULL when absent); optimize-opts.c
      * parses them */
     const char *mem_limit, *lat_limit, *time_budget, *max_states, *threads, *rules, *delta,
-        *max_frontier;
+        *max_frontier, *measure, *measure_time;
     bool pet;    /* --pet (CLI_OPT_SEARCH): PET candidates join the search */
     bool refine; /* --refine (CLI_OPT_SEARCH): xs_search_refined */
     bool quiet;

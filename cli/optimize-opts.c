@@ -127,6 +127,17 @@ int cli_optimize_parse(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a) {
     if (o->checkpoint_every && (code = parse_seconds(n, "checkpoint-every", o->checkpoint_every,
                                                      &a->checkpoint_every_s)) != CLI_EXIT_OK)
         return code;
+    a->measure = CLI_DEFAULT_MEASURE;
+    if (o->measure) {
+        if (!cli_parse_int(o->measure, 0, CLI_MAX_MEASURE, &v))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --measure '%s': expected an integer in 0..%d", n,
+                            o->measure, CLI_MAX_MEASURE);
+        a->measure = (int)v;
+    }
+    a->measure_s = 0.25 * a->xs.max_seconds;
+    if (o->measure_time &&
+        (code = parse_seconds(n, "measure-time", o->measure_time, &a->measure_s)) != CLI_EXIT_OK)
+        return code;
     a->refine = o->refine;
     if (o->refine && (!o->mem_limit || o->checkpoint))
         return cli_fail(CLI_EXIT_USAGE,

@@ -85,6 +85,7 @@ void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
                         : NAN);
     cli_json_kv_num(j, "latency_ratio",
                     r->eager_latency_s > 0 ? p->sim->latency_s / r->eager_latency_s : NAN);
+    cli_measure_report(j, p->measure, p->sim->latency_s);
     cli_json_kv_int(j, "nodes", p->best->n_nodes);
     cli_json_key(j, "states_explored"); /* children scheduled and simulated, plus the start */
     cli_json_uint(j, t->generated + 1);
@@ -262,6 +263,17 @@ void cli_optimize_print_text(const cli_opt_report *p, const char *const files[4]
     printf("latency      %s -> %s (%.1f%%)\n", cli_fmt_seconds(r->eager_latency_s, b3, sizeof b3),
            cli_fmt_seconds(s->latency_s, b4, sizeof b4),
            r->eager_latency_s > 0 ? 100.0 * (s->latency_s / r->eager_latency_s - 1) : 0.0);
+    const cli_measure *mz = p->measure;
+    if (mz->on && mz->chosen < 0)
+        printf("measured     %s -> the original order (%d rounds): the fastest plan ran slower\n",
+               cli_fmt_seconds(mz->base_measured_s, b1, sizeof b1), mz->rounds);
+    else if (mz->on)
+        printf("measured     %s -> %s (%.3fx, median of %d alternating rounds; plan %d of %d)\n",
+               cli_fmt_seconds(mz->base_measured_s, b1, sizeof b1),
+               cli_fmt_seconds(mz->plans[mz->chosen].measured_s, b2, sizeof b2),
+               mz->plans[mz->chosen].ratio, mz->rounds, mz->chosen + 1, mz->n_plans);
+    else
+        printf("measured     no (%s)\n", mz->why_not);
     printf("rewrites    ");
     for (int k = 0; k < RW_KIND_COUNT; k++)
         printf(" %s %d%s", rw_kind_name(k), r->applied[k], k + 1 < RW_KIND_COUNT ? "," : "\n");

@@ -4,6 +4,8 @@
  *    define the search (a checkpoint records it; resume refuses a mismatch);
  *  - optimize-run.c: the one run: load, profile (or apply a checkpoint's profile), search with
  *    signals and checkpoints, write the plan and the report, pick the exit status;
+ *  - optimize-measure.c: with a measured device, the best plans timed against the original
+ *    and the one to write chosen (--measure);
  *  - optimize-report.c: report.json, schedule.json, memory.svg and the text summary;
  *  - optimize-ckpt.c: the checkpoint callback the explorer calls, and what it counts.
  * Private to cli/. */
@@ -18,6 +20,8 @@
 
 #define CLI_DEFAULT_DEVICE "analytic:rtx3090"
 #define CLI_DEFAULT_CKPT_EVERY_S 60.0
+#define CLI_DEFAULT_MEASURE 3
+#define CLI_MAX_MEASURE 16
 
 /* ---------------------------------------------------------------- options (optimize-opts.c) */
 
@@ -28,6 +32,8 @@ typedef struct cli_opt_args {
     const char *device;        /* --device or CLI_DEFAULT_DEVICE */
     double checkpoint_every_s; /* with --checkpoint */
     bool refine;               /* --refine: xs_search_refined */
+    int measure;               /* --measure N (default CLI_DEFAULT_MEASURE; 0: off) */
+    double measure_s;          /* --measure-time, or a quarter of --time */
 } cli_opt_args;
 
 /* The --rules families, in the order report.json lists them. */
@@ -99,6 +105,49 @@ ir_status cli_ckpt_write(void *arg, const xs_snapshot *s, bool final, ir_diag *d
 void cli_ckpt_report(cli_json *j, const cli_ckpt *c, const xs_result *r);
 void cli_ckpt_free(cli_ckpt *c); /* NULL-safe */
 
+/* ---------------------------------------------------------------- measuring (optimize-measure.c)
+ */
+
+#define CLI_MEASURE_MAX_ROUNDS 15
+
+/* One plan as measured: [0] the search's best, then its runners-up (xs_result.plans). */
+typedef struct cli_measure_plan {
+    int chain_len; /* rewrites from the start state */
+    size_t peak_bytes;
+    bool within_memory; /* within the memory limit (always in latency mode) */
+    double predicted_s;
+    bool measured;     /* timed: within the memory limit and the budget */
+    double measured_s; /* the median of its samples (NAN when not timed) */
+    double ratio;      /* the median over the rounds of its sample over the original's */
+    double rounds_s[CLI_MEASURE_MAX_ROUNDS];
+} cli_measure_plan;
+
+typedef struct cli_measure {
+    bool on;             /* measured (a cpu device, --measure > 0, not interrupted) */
+    const char *why_not; /* when not: why the figures are predictions */
+    int n_plans;
+    cli_measure_plan plans[CLI_MAX_MEASURE];
+    int rounds;
+    double budget_s, seconds;
+    double base_predicted_s, base_measured_s;     /* the original in its eager order */
+    double base_rounds_s[CLI_MEASURE_MAX_ROUNDS]; /* its samples beside plan 0 */
+    int chosen;         /* the plan written: an index into plans, or -1 for the original */
+    char fallback[320]; /* why another plan than the search's best was written ("" if none) */
+    bool lat_met;       /* latency mode: the written plan's measured latency is within limit */
+} cli_measure;
+
+/* With a measured device, times the search's best plan and runners-up (r->plans) against the
+ * original g (constant-folded, the search's start graph) in its eager order, within
+ * a->measure_s, and chooses the plan to write (the file's header comment): r's best is then that
+ * plan (xs_result_swap_plan), or the original in its eager order. Otherwise only records why
+ * not. Returns the exit status of a failure (reported), CLI_EXIT_OK otherwise. */
+int cli_optimize_measure(const cli_cmd *cmd, const cli_opts *o, const cli_opt_args *a,
+                         const ir_graph *g, prof_model *m, xs_result *r, cli_measure *out);
+/* The written plan's measurement, or NULL (not measured, or the original written). */
+const cli_measure_plan *cli_measure_written(const cli_measure *mz);
+/* report.json's "predicted_latency_seconds", "measured_latency_seconds" and "measurement". */
+void cli_measure_report(cli_json *j, const cli_measure *mz, double best_predicted_s);
+
 /* ---------------------------------------------------------------- report (optimize-report.c) */
 
 typedef struct cli_opt_report {
@@ -106,6 +155,7 @@ typedef struct cli_opt_report {
     const cli_opt_args *a;
     const xs_result *r;
     const cli_ckpt *ckpt; /* NULL without --checkpoint */
+    const cli_measure *measure;
     const ir_graph *best; /* the plan as read back: file order = schedule */
     const sched_sim *sim; /* of best in file order */
     double limit_abs;

@@ -251,6 +251,11 @@ bool xp_worker_should_stop(xp_worker *w);
 /* The best state so far and its key (key may be NULL); any thread, any time after start.
  * The state stays valid until xp_pool_free; the caller must not modify or free it. */
 const void *xp_pool_best(const xp_pool *p, xp_key *key);
+/* Calls fn for every state ever offered as the best (the workers' retire lists: the root and
+ * each best in turn), in no particular order. Only after xp_pool_wait, from the controlling
+ * thread. The states stay the pool's. */
+void xp_pool_visit_bests(const xp_pool *p, void (*fn)(void *arg, const void *state, xp_key key),
+                         void *arg);
 /* Statistics; any thread, any time (exact after xp_pool_wait or while paused). per (may be
  * NULL) receives up to n_per workers' counts. */
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per);
@@ -525,6 +530,11 @@ typedef struct xs_options {
     /* PET (XS_RULE_PET): the candidates' options; NULL: the search's defaults (see
      * xs_pet_options). Part of what defines the search, like the rules. */
     const pet_find_opts *pet;
+    /* Besides the best, up to this many other states ever published as the best, the better
+     * first (the mode's BetterThan with delta 1), the start state excepted, go to
+     * xs_result.plans: what `optimize` times beside the best when the cost model may be wrong.
+     * 0: none. Not part of what defines the search. */
+    int keep_plans;
 } xs_options;
 
 /* The options setup() builds the PET table with: *o->pet, or the search's defaults (a shallower
@@ -552,6 +562,26 @@ typedef struct xs_pet_applied {
     double orig_cost, cost; /* predicted seconds: the gain is orig_cost / cost */
     double false_accept_bound;
 } xs_pet_applied;
+
+/* A state of the search as a plan: what xs_result holds of its best, for one of the runners-up
+ * (xs_options.keep_plans). xs_result_use_plan swaps a plan with the best. */
+typedef struct xs_plan {
+    ir_graph *g; /* owned: the state's G_e */
+    int *order;  /* g->n_nodes node indices */
+    size_t peak_bytes;
+    double latency_s;
+    uint64_t fingerprint;
+    rw_rewrite *chain; /* from the start state, in order (owned) */
+    int chain_len;
+    int applied[RW_KIND_COUNT];
+    int subst_applied[RW_SUBST_RULE_COUNT];
+    xs_fission_info *fissions; /* owned */
+    int n_fissions;
+    xs_pet_applied *pet_applied; /* owned */
+    int n_pet_applied;
+} xs_plan;
+
+void xs_plan_free(xs_plan *p); /* NULL-safe, idempotent; zeroes *p */
 
 typedef struct xs_result {
     ir_graph *best;  /* owned: the best state's G_e (one-copy when fission is enabled) */
@@ -598,7 +628,14 @@ typedef struct xs_result {
      * phase_seconds, cache, failed children, search_seconds) then sum every search. */
     int refine_rounds, refine_improved;
     double refine_bound_s;
+    /* xs_options.keep_plans: runners-up, the better first (owned) */
+    xs_plan *plans;
+    int n_plans;
 } xs_result;
+
+/* Swaps the best state's plan (best, best_order, its figures, chain, counts, fissions and PET
+ * candidates) with *p, so that p becomes the best and the former best is left in *p. */
+void xs_result_swap_plan(xs_result *r, xs_plan *p);
 
 /* Runs the search on g (not modified). On failure returns the status with d set and *r
  * zeroed. */

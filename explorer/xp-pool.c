@@ -840,6 +840,13 @@ void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_ite
     }
 }
 
+void xp_pool_visit_bests(const xp_pool *p, void (*fn)(void *arg, const void *state, xp_key key),
+                         void *arg) {
+    XP_ASSERT(!p->started || p->joined);
+    for (int i = 0; i < p->n; i++)
+        for (const xp_node *n = p->w[i].retired; n; n = n->next_retired) fn(arg, n->state, n->key);
+}
+
 size_t xp_pool_fp_count(const xp_pool *p) {
     return xp_fpset_count(p->fps);
 }

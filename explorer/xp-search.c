@@ -553,6 +553,133 @@ static ir_status fill_result(const xs_ctx *c, const xs_state *b, const xs_mat *m
     return IR_OK;
 }
 
+/* ---------------------------------------------------------------- runners-up (keep_plans) */
+
+typedef struct bests_list {
+    const xs_state **s;
+    xp_key *k;
+    size_t n, cap;
+    bool nomem;
+} bests_list;
+
+static void collect_best(void *arg, const void *state, xp_key key) {
+    bests_list *l = arg;
+    if (l->nomem) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        const xs_state **s = realloc(l->s, cap * sizeof *s);
+        if (s) l->s = s;
+        xp_key *k = realloc(l->k, cap * sizeof *k);
+        if (k) l->k = k;
+        if (!s || !k) {
+            l->nomem = true;
+            return;
+        }
+        l->cap = cap;
+    }
+    l->s[l->n] = state;
+    l->k[l->n++] = key;
+}
+
+/* The result's best-state fields moved into p (r's are zeroed). */
+static void move_plan(xs_result *r, xs_plan *p) {
+    *p = (xs_plan){.g = r->best,
+                   .order = r->best_order,
+                   .peak_bytes = r->best_peak_bytes,
+                   .latency_s = r->best_latency_s,
+                   .fingerprint = r->best_fingerprint,
+                   .chain = r->chain,
+                   .chain_len = r->chain_len,
+                   .fissions = r->fissions,
+                   .n_fissions = r->n_fissions,
+                   .pet_applied = r->pet_applied,
+                   .n_pet_applied = r->n_pet_applied};
+    memcpy(p->applied, r->applied, sizeof p->applied);
+    memcpy(p->subst_applied, r->subst_applied, sizeof p->subst_applied);
+    r->best = NULL;
+    r->best_order = NULL;
+    r->chain = NULL;
+    r->fissions = NULL;
+    r->pet_applied = NULL;
+    r->n_fissions = r->n_pet_applied = r->chain_len = 0;
+    memset(r->applied, 0, sizeof r->applied);
+    memset(r->subst_applied, 0, sizeof r->subst_applied);
+}
+
+/* Up to o->keep_plans states the pool ever published as best, other than b and the start
+ * state, the better first, into r->plans. Each earlier best was better than every best before
+ * it, so these are the search's best states but for the ones never published. */
+static ir_status fill_plans(xs_ctx *c, xp_pool *p, const ir_graph *g, const xs_state *b,
+                            int threads, xs_result *r, ir_diag *d) {
+    bests_list l = {0};
+    ir_status st = IR_OK;
+    xp_pool_visit_bests(p, collect_best, &l);
+    if (l.nomem) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    r->plans = calloc((size_t)c->o->keep_plans, sizeof *r->plans);
+    if (!r->plans) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    while (r->n_plans < c->o->keep_plans) {
+        size_t pick = l.n;
+        for (size_t i = 0; i < l.n; i++) {
+            if (!l.s[i] || l.s[i] == b || !l.s[i]->parent) continue;
+            if (pick == l.n || cb_better(c, &l.k[i], &l.k[pick], 1.0)) pick = i;
+        }
+        if (pick == l.n) break;
+        xs_state *s = (xs_state *)l.s[pick];
+        l.s[pick] = NULL;
+        xs_mat *m = xs_materialize(c, &c->w[threads], s, d);
+        if (!m) {
+            st = IR_ERR_INTERNAL;
+            goto out;
+        }
+        xs_result one = {0};
+        st = fill_result(c, s, m, &one, d);
+        xs_mat_unref(m);
+        if (st == IR_OK) st = fill_pet(c, g, &one, d);
+        move_plan(&one, &r->plans[r->n_plans++]);
+        xs_result_free(&one);
+        if (st != IR_OK) goto out;
+    }
+out:
+    free(l.s);
+    free(l.k);
+    return st;
+}
+
+void xs_plan_free(xs_plan *p) {
+    if (!p) return;
+    ir_graph_free(p->g);
+    free(p->order);
+    free(p->chain);
+    free(p->fissions);
+    free(p->pet_applied);
+    memset(p, 0, sizeof *p);
+}
+
+void xs_result_swap_plan(xs_result *r, xs_plan *p) {
+    xs_plan old;
+    move_plan(r, &old);
+    r->best = p->g;
+    r->best_order = p->order;
+    r->best_peak_bytes = p->peak_bytes;
+    r->best_latency_s = p->latency_s;
+    r->best_fingerprint = p->fingerprint;
+    r->chain = p->chain;
+    r->chain_len = p->chain_len;
+    memcpy(r->applied, p->applied, sizeof r->applied);
+    memcpy(r->subst_applied, p->subst_applied, sizeof r->subst_applied);
+    r->fissions = p->fissions;
+    r->n_fissions = p->n_fissions;
+    r->pet_applied = p->pet_applied;
+    r->n_pet_applied = p->n_pet_applied;
+    *p = old;
+}
+
 /* Takes a snapshot and hands it to o->checkpoint: the workers paused while it is copied (not
  * for the final one, taken after xp_pool_wait), running while the callback writes it. A failure
  * of a periodic one is recorded in r->checkpoint_error and the search goes on (IR_OK); the
@@ -688,6 +815,7 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     st = fill_result(&c, b, m, r, d);
     xs_mat_unref(m);
     if (st == IR_OK) st = fill_pet(&c, g, r, d);
+    if (st == IR_OK && o->keep_plans > 0) st = fill_plans(&c, p, g, b, threads, r, d);
     r->pet = c.pet; /* the report's: the ctx is freed below */
     c.pet = NULL;
     for (int i = 0; i < c.n_w; i++) {
@@ -726,6 +854,8 @@ void xs_result_free(xs_result *r) {
     free(r->fissions);
     pet_table_free(r->pet);
     free(r->pet_applied);
+    for (int i = 0; i < r->n_plans; i++) xs_plan_free(&r->plans[i]);
+    free(r->plans);
     memset(r, 0, sizeof *r);
 }
 

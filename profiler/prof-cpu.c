@@ -9,7 +9,17 @@
  * SAMPLE_S, so that a 1 us kernel is not lost in clock granularity, and the median sample wins.
  * What a call to rt_run adds around each kernel (allocating the outputs, freeing the dead
  * values) is measured once as the step overhead, on a chain of tiny Identity nodes run through
- * rt_run itself, and added to every node by the model. */
+ * rt_run itself, and added to every node by the model.
+ *
+ * The clock. With one kernel thread (OMP_NUM_THREADS=1, what benchmarks on a shared machine use)
+ * the samples are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which is the kernel's
+ * latency on an otherwise idle core and does not grow while the thread waits for a core: on a
+ * busy machine (two cores, four compilers) wall-clock samples of one 9 MiB Transpose measured
+ * 6.5 ms at one moment and 22 ms at another, and the database kept whichever came first, so a
+ * plan that removed such ops was predicted at 0.20 of ConvNeXt-T's latency while it ran at 0.40
+ * (docs/BENCHMARKS.md, "PET, predicted and measured"). The detail string (the database key) says
+ * which clock measured. With several threads the kernel's latency is the wall time, and so is
+ * the clock. */
 #include "prof-impl.h"
 #include "rt.h"
 
@@ -49,6 +59,14 @@ static int threads(void) {
 #endif
 }
 
+/* The sampling clock (the header comment): the thread's CPU time with one kernel thread. */
+static double sample_now(void) {
+    if (threads() > 1) return ir_now_seconds();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* "model name : Intel(R) Xeon(R) ..." from /proc/cpuinfo, or the empty string. */
 static void cpu_model(char *buf, size_t n) {
     buf[0] = 0;
@@ -82,7 +100,7 @@ static ir_status cpu_open(void **ctx, ir_diag *d) {
     cpu_model(model, sizeof model);
     int t = threads();
     snprintf(c->desc, sizeof c->desc, "%s, %d thread%s", model[0] ? model : "unknown CPU", t,
-             t == 1 ? "" : "s");
+             t == 1 ? ", thread CPU time" : "s");
     return IR_OK;
 }
 
@@ -110,6 +128,14 @@ static void bufs_free(node_bufs *b) {
     free(b->ws);
 }
 
+/* Whether output k of n takes over input k's buffer in the executor (rt-exec.c, IR_OPF_INPLACE
+ * and ir_value_inplace_of): the kernel then writes only what changes (a PetPatch its box), and
+ * timing it on separate buffers would time a copy of the whole tensor the executor never makes. */
+static bool in_place(const ir_graph *g, const ir_node *n, int k) {
+    return k < n->n_out && k < n->n_in && n->out[k] >= 0 &&
+           ir_value_inplace_of(g, n->out[k]) == n->in[k];
+}
+
 static ir_status bufs_alloc(const ir_graph *g, const ir_node *n, node_bufs *b, ir_diag *d) {
     memset(b, 0, sizeof *b);
     b->in = calloc((size_t)n->n_in + 1, sizeof *b->in);
@@ -123,20 +149,29 @@ static ir_status bufs_alloc(const ir_graph *g, const ir_node *n, node_bufs *b, i
         b->in[i].dtype = v->dtype;
         b->in[i].shape = v->shape;
         size_t bytes = ir_value_bytes(v);
-        if (v->blob && ir_blob_bytes(v->blob) >= bytes) {
+        bool has_blob = v->blob && ir_blob_bytes(v->blob) >= bytes;
+        /* an in-place output writes into this buffer: never into the graph's constant */
+        if (has_blob && !in_place(g, n, i)) {
             b->in[i].data = ir_blob_data(v->blob);
             continue;
         }
         void *p = alloc64(bytes);
         if (!p) goto nomem;
         b->owned[b->n_owned++] = p;
-        rt_fill_seeded(v, CPU_SEED, p);
+        if (has_blob)
+            memcpy(p, ir_blob_data(v->blob), bytes);
+        else
+            rt_fill_seeded(v, CPU_SEED, p);
         b->in[i].data = p;
     }
     for (int i = 0; i < n->n_out; i++) {
         const ir_value *v = ir_node_out(g, n, i);
         b->out[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (!v) continue;
+        if (in_place(g, n, i) && b->in[i].data) {
+            b->out[i] = (ir_tensor){.dtype = v->dtype, .shape = v->shape, .data = b->in[i].data};
+            continue;
+        }
         void *p = alloc64(ir_value_bytes(v));
         if (!p) goto nomem;
         b->owned[b->n_owned++] = p;
@@ -180,18 +215,18 @@ static ir_status cpu_time_node(void *ctx, const ir_graph *g, const ir_node *n, i
      * timed to size the samples. */
     double one = 0;
     for (int w = 0; w < (warmup > 0 ? warmup : 1); w++) {
-        double t0 = ir_now_seconds();
+        double t0 = sample_now();
         st = def->kernel(&k);
-        one = ir_now_seconds() - t0;
+        one = sample_now() - t0;
         if (st != IR_OK) goto fail;
     }
     int reps = one >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (one > 1e-8 ? one : 1e-8));
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
     for (int r = 0; r < runs; r++) {
-        double t0 = ir_now_seconds();
+        double t0 = sample_now();
         for (int i = 0; i < reps && st == IR_OK; i++) st = def->kernel(&k);
-        samples[r] = (ir_now_seconds() - t0) / reps;
+        samples[r] = (sample_now() - t0) / reps;
         if (st != IR_OK) goto fail;
     }
     *seconds = prof_median(samples, runs);
@@ -241,7 +276,8 @@ static ir_status cpu_step_overhead(void *ctx, int runs, double *seconds, ir_diag
     for (int r = -2; r < runs; r++) { /* two warm-up runs */
         rt_result res;
         if ((st = rt_run(g, NULL, 0, &o, &res, d)) != IR_OK) goto out;
-        if (r >= 0) samples[r] = res.wall_seconds / OVERHEAD_CHAIN;
+        if (r >= 0)
+            samples[r] = (threads() > 1 ? res.wall_seconds : res.cpu_seconds) / OVERHEAD_CHAIN;
         rt_result_free(&res);
     }
     *seconds = prof_median(samples, runs);
@@ -265,9 +301,9 @@ static ir_status cpu_time_transfer(void *ctx, size_t bytes, int runs, double *se
     memset(a, 1, bytes);
     memset(b, 0, bytes);
     for (int r = -2; r < runs; r++) {
-        double t0 = ir_now_seconds();
+        double t0 = sample_now();
         memcpy(b, a, bytes);
-        double t = ir_now_seconds() - t0;
+        double t = sample_now() - t0;
         a[r & 63] ^= b[(r + 1) & 63]; /* keeps the copy observable */
         if (r >= 0) samples[r] = t;
     }

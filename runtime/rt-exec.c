@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 typedef struct exec {
     const ir_graph *g;
@@ -282,6 +285,20 @@ static ir_status run_kernel(exec *x, const ir_node *nd, const ir_op_def *def, vo
     return st;
 }
 
+int rt_kernel_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static double thread_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Runs step s: allocate, sample, run the kernel, free what died. */
 static ir_status run_step(exec *x, int s, size_t *step_bytes) {
     const ir_graph *g = x->g;
@@ -422,10 +439,11 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     r->resident_bytes = resident;
     r->n_steps = g->n_nodes;
 
-    double t0 = ir_now_seconds();
+    double t0 = ir_now_seconds(), c0 = thread_cpu_seconds();
     for (int s = 0; s < g->n_nodes; s++)
         if ((st = run_step(&x, s, r->step_bytes)) != IR_OK) goto out;
     r->wall_seconds = ir_now_seconds() - t0;
+    r->cpu_seconds = thread_cpu_seconds() - c0;
 
     r->peak_bytes = resident;
     for (int s = 0; s < g->n_nodes; s++)

@@ -53,6 +53,10 @@ typedef struct rt_result {
     int n_steps;
     size_t *step_bytes;  /* live bytes at each step's peak moment (n_steps entries) */
     double wall_seconds; /* kernel execution only, excluding input conversion and output copy */
+    /* the calling thread's CPU time over the same steps: with one kernel thread (OpenMP and
+     * OpenBLAS on 1), the latency on an otherwise idle core, which a busy machine's waits for a
+     * core do not inflate; with more threads it misses the others' work */
+    double cpu_seconds;
 } rt_result;
 
 /* Runs g (o may be NULL: graph order, seed 0). Unbound data inputs (IR_VF_DATA; when no graph
@@ -66,6 +70,8 @@ typedef struct rt_result {
 ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, const rt_options *o,
                  rt_result *r, ir_diag *d);
 void rt_result_free(rt_result *r); /* NULL-safe, idempotent */
+/* The threads a kernel may use (OpenMP's maximum; 1 without OpenMP). */
+int rt_kernel_threads(void);
 
 /* Deterministic values for a weight without values: uniform in +-1/sqrt(fan_in) (fan_in = the
  * product of all dims but the first, 1 for rank <= 1), or uniform in [0.5, 1.5] for names ending
