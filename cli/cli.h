@@ -51,6 +51,7 @@ enum cli_opt_mask {
     CLI_OPT_CHECKPOINT = 1u << 15, /* --checkpoint FILE, --checkpoint-every T */
     CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
     CLI_OPT_ATOL = 1u << 17,       /* --atol X (verify) */
+    CLI_OPT_EXTERNAL = 1u << 18,   /* --external-data (export) */
 };
 
 typedef struct cli_input {
@@ -87,6 +88,7 @@ typedef struct cli_opts {
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */
     double atol;                               /* --atol (verify): 0 when not given */
+    bool external_data;                        /* --external-data (export) */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;

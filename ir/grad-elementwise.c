@@ -126,6 +126,8 @@ static ir_status unary_grad(ir_grad_ctx *c, bool use_y) {
         const ir_attr *a = ir_attr_find(c->node, copied[i]);
         if (a) at[na++] = ir_grad_attr_float(copied[i], a->f);
     }
+    const char *approx = ir_attr_str(c->node, "approximate", NULL); /* Gelu's form */
+    if (approx) at[na++] = ir_grad_attr_str(c, "approximate", approx);
     int dy = ir_grad_gout(c, 0);
     int g = ir_grad_op(c, IR_OP_UnaryGrad, 2, (int[]){dy, use_y ? c->out[0] : c->in[0]}, na, at);
     return ir_grad_accumulate(c, 0, g);
@@ -149,6 +151,7 @@ UNARY_GRAD(Log, false)
 UNARY_GRAD(Abs, false)
 UNARY_GRAD(Softplus, false)
 UNARY_GRAD(Elu, false)
+UNARY_GRAD(Gelu, false)
 
 /* Bounds come from the optional inputs 1 and 2 (opset 11+) or the opset-6 attributes. */
 ir_status ir_grad_Clip(ir_grad_ctx *c) {

@@ -61,10 +61,6 @@ static ir_status pool_grad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_pool_geom pg;
     ir_status st = x_shape(g, n, &xs, d);
     if (st || (st = pool_grad_geom(n, &xs, dy, &pg, d))) return st;
-    if (n->op == IR_OP_AveragePoolGrad)
-        for (int i = 0; i < 3; i++)
-            if (pg.d[i] != 1)
-                return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
     ir_set_out(g, n, 0, dy->dtype, &xs);
     return IR_OK;
 }
@@ -100,10 +96,12 @@ static void pool_grad_plane(const ir_pool_geom *pg, const float *x, const float 
                 int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
                 if (div <= 0) continue;
                 const float v = g / (float)div;
+                const int64_t *dl = pg->d;
                 for (int64_t a = kl[0]; a < kh[0]; a++)
                     for (int64_t b = kl[1]; b < kh[1]; b++) {
-                        float *r = dxp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
-                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c] += v;
+                        float *r =
+                            dxp + ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2] + st[2];
+                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c * dl[2]] += v;
                     }
             }
         }

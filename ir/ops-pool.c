@@ -118,9 +118,6 @@ static ir_status avgpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_pool_geom pg;
     ir_status st = pool_parse(g, n, &pg, d);
     if (st) return st;
-    for (int i = 0; i < 3; i++)
-        if (pg.d[i] != 1)
-            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
     ir_shape s;
     pool_out_shape(g, n, &pg, &s);
     ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);
@@ -170,9 +167,9 @@ static void pool_plane(const ir_pool_geom *pg, const float *x, float *y, int64_t
                     double sum = 0;
                     for (int64_t a = kl[0]; a < kh[0]; a++)
                         for (int64_t b = kl[1]; b < kh[1]; b++) {
-                            const float *xr =
-                                xp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
-                            for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c];
+                            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
+                            const float *xr = xp + row + st[2];
+                            for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c * dl[2]];
                         }
                     int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
                     yp[o] = div > 0 ? (float)(sum / (double)div) : 0.0f;

@@ -5,7 +5,7 @@
  * driver (un_run) calls a contiguous loop generated per (op, dtype). Parameters (alpha, beta,
  * Clip's bounds) arrive through un_prm and are converted to the element type once per loop.
  *
- * Semantics (ONNX opsets 13-17):
+ * Semantics (ONNX opsets 13-23; Gelu from opset 20, approximate "none" or "tanh"):
  *  - Clip takes min/max as optional scalar inputs (constant or computed at run time); the opset
  *    6 attributes are honoured when the inputs are absent; min(max(x, lo), hi);
  *  - Dropout copies its input (mask all true) unless training_mode is true and ratio > 0; then
@@ -110,8 +110,14 @@ UN_NUM(sign, x > 0 ? 1 : x < 0 ? -1 : x) /* keeps 0, -0 and NaN */
 /* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|). */
 UN_FLT(softplus, (x > 0 ? x : 0) + LOG1PX(EXPX(x > 0 ? -x : x)))
 UN_FLT(elu, x < 0 ? A * EXPM1X(x) : x)
-UN_NUM(clip, x<A ? A : x> B ? B : x)
+/* min > max sets every value to max, as ONNX specifies (std::clamp's order: max last) */
+UN_NUM(clip, (x > B || A > B) ? B : x < A ? A : x)
 UN_ROW(row_not_bool, uint8_t, x == 0)
+/* Gelu (opset 20): x * Phi(x) with the normal CDF through erf, or tanh's approximation. */
+UN_FLT(gelu, 0.5f * x * (1 + ERFX(x * (__typeof__(x))0.70710678118654752440)))
+UN_FLT(gelu_tanh, 0.5f * x *
+                      (1 + TANHX((__typeof__(x))0.79788456080286535588 *
+                                 (x + (__typeof__(x))0.044715 * x * x * x))))
 
 /* ---------------------------------------------------------------- math ops */
 
@@ -141,6 +147,14 @@ static const un_desc d_not = {1, 0, 0, {[IR_BOOL] = row_not_bool}};
 static const un_desc d_softplus = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(softplus)};
 static const un_desc d_elu = {IR_FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(elu)};
 static const un_desc d_clip = {1, 0, 0, NUM_FNS(clip)};
+static const un_desc d_gelu = {IR_FLOPS_TRANSCENDENTAL + 4, 0, 0, FLT_FNS(gelu)};
+static const un_desc d_gelu_tanh = {IR_FLOPS_TRANSCENDENTAL + 7, 0, 0, FLT_FNS(gelu_tanh)};
+
+/* Gelu's `approximate`: "none" (the default) or "tanh"; anything else is refused by its
+ * inference, so the kernel and counts see only these two. */
+static bool gelu_is_tanh(const ir_node *n) {
+    return strcmp(ir_attr_str(n, "approximate", "none"), "tanh") == 0;
+}
 
 static const un_desc *un_desc_of(const ir_node *n) {
     switch (n->op) {
@@ -164,6 +178,7 @@ static const un_desc *un_desc_of(const ir_node *n) {
     case IR_OP_Softplus: return &d_softplus;
     case IR_OP_Elu: return &d_elu;
     case IR_OP_Clip: return &d_clip;
+    case IR_OP_Gelu: return gelu_is_tanh(n) ? &d_gelu_tanh : &d_gelu;
     default: IR_ASSERT(!"not a unary math op"); return NULL;
     }
 }
@@ -179,6 +194,10 @@ static ir_status un_infer_same(ir_graph *g, ir_node *n, const un_fn *fns, ir_dia
 }
 
 static ir_status un_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const char *approx = ir_attr_str(n, "approximate", "none");
+    if (n->op == IR_OP_Gelu && strcmp(approx, "none") && strcmp(approx, "tanh"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "approximate '%s' is neither 'none' nor 'tanh'",
+                            approx);
     return un_infer_same(g, n, un_desc_of(n)->fns, d);
 }
 
@@ -342,8 +361,10 @@ static ir_status cast_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         return ir_node_fail(d, IR_ERR_INVALID, n, "attribute 'to' is missing");
     ir_dtype to = ir_dtype_from_onnx((int)a->i);
     if (to == IR_DTYPE_NONE)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "cast to ONNX dtype %lld is not supported",
-                            (long long)a->i);
+        return ir_node_fail(
+            d, IR_ERR_UNSUPPORTED, n, "cast to ONNX dtype %lld is not supported%s", (long long)a->i,
+            a->i >= 17 && a->i <= 26 ? " (float8, int4, float4 and e8m0 types are out of scope)"
+                                     : "");
     return cast_to(g, n, to, d);
 }
 
@@ -481,6 +502,7 @@ UN_MATH(Sign, 0, .grad = ir_grad_Sign)
 UN_MATH(Not, 0)
 UN_MATH(Softplus, 0, .grad = ir_grad_Softplus)
 UN_MATH(Elu, 0, .grad = ir_grad_Elu)
+UN_MATH(Gelu, 0, .grad = ir_grad_Gelu)
 UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, ir_dims_first_input,
        .grad = ir_grad_Clip)
 UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel,

@@ -95,7 +95,7 @@ static void test_unary(void **state) {
     static const ir_op_kind any[] = {
         IR_OP_Relu,     IR_OP_Sigmoid,   IR_OP_Tanh,       IR_OP_Erf, IR_OP_Exp,
         IR_OP_Neg,      IR_OP_Abs,       IR_OP_Softplus,   IR_OP_Elu, IR_OP_LeakyRelu,
-        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid};
+        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid, IR_OP_Gelu};
     gc_in x = P(TU_SHAPE(3, 4));
     x.lo = -4, x.hi = 4; /* HardSwish/HardSigmoid: every branch */
     for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
@@ -108,6 +108,8 @@ static void test_unary(void **state) {
     gc_check(IR_OP_Elu, 1, &x, 1, 1, &alpha, TOL);
     ir_attr hs[2] = {tu_attr_float("alpha", 0.25f), tu_attr_float("beta", 0.4f)};
     gc_check(IR_OP_HardSigmoid, 1, &x, 1, 2, hs, TOL);
+    ir_attr gelu_tanh = tu_attr_str("approximate", "tanh");
+    gc_check(IR_OP_Gelu, 1, &x, 1, 1, &gelu_tanh, TOL);
     /* zero gradient almost everywhere: nothing flows, the parameter's gradient is zero */
     gc_check(IR_OP_Floor, 1, &x, 1, 0, NULL, TOL);
     double lo = -0.5, hi = 2.0;

@@ -67,6 +67,10 @@ static double r_elu(double x, double a, double b) {
     return x < 0 ? a * (exp(x) - 1) : x;
 }
 
+static double r_gelu(double x, double a, double b) {
+    return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+}
+
 typedef struct math_case {
     ir_op_kind op;
     ref_fn ref;
@@ -97,6 +101,7 @@ static const math_case math_cases[] = {
     {IR_OP_Softplus, r_softplus, false, 0, 0, 0},
     {IR_OP_Elu, r_elu, false, 1.0, 0, 0},
     {IR_OP_Elu, r_elu, false, 0.5, 0, 1},
+    {IR_OP_Gelu, r_gelu, false, 0, 0, 0},
 };
 
 /* Inputs in [-8, 8) (or (0, 8]) so that activations see both saturated and linear regions. */
