@@ -6,8 +6,8 @@
  * this kernel honours by reading index c / (C / G) instead of c. stash_type (21) asks for the
  * statistics in float32 at least: they are accumulated in double either way. float32 and
  * float64 run the same generic loop; each (sample, group) is independent and runs in parallel.
- * No gradient builder: training through GroupNormalization is refused by autodiff as not
- * differentiable. */
+ * The gradient (grad-norm.c) is composed of InstanceNormGrad over the [N, G, cpg * S] view. */
+#include "ir-autodiff.h"
 #include "ir-impl.h"
 
 #include <math.h>
@@ -115,4 +115,4 @@ static int gn_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
 }
 
 IR_OP_DEF(GroupNormalization, 3, 3, 1, 1, .infer = gn_infer, .flops = gn_flops, .kernel = gn_kernel,
-          .dims = gn_dims);
+          .grad = ir_grad_GroupNormalization, .dims = gn_dims);

@@ -72,7 +72,9 @@ ir_status ir_reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *ma
 
 static ir_status reduce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    if (!numeric(x->dtype))
+    /* ReduceMax/ReduceMin-20 take bool (any / all) */
+    bool bool_ok = x->dtype == IR_BOOL && (n->op == IR_OP_ReduceMax || n->op == IR_OP_ReduceMin);
+    if (!numeric(x->dtype) && !bool_ok)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
     bool mask[IR_MAX_RANK], noop;
     ir_status st = ir_reduce_axes(g, n, x->shape.rank, mask, &noop, d);

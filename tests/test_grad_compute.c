@@ -561,6 +561,31 @@ static void test_fd_instancenorm(void **st) {
     check_case(&k);
 }
 
+/* GroupNormalization at opset 21 (scale and bias per channel) and 18 (per group). */
+static void test_fd_groupnorm(void **st) {
+    gcase k = {.op = IR_OP_GroupNormalization,
+               .n_in = 3,
+               .in = {P(F32, S(2, 6, 3, 2), rnd(F32, S(2, 6, 3, 2), 60)),
+                      P(F32, S(6), rnd(F32, S(6), 61)), P(F32, S(6), rnd(F32, S(6), 62))},
+               .n_out = 1,
+               .n_attrs = 2,
+               .attrs = {tu_attr_int("num_groups", 3), tu_attr_float("epsilon", 1e-3f)},
+               .opset = 21,
+               FD32};
+    check_case(&k);
+    gcase k18 = {.op = IR_OP_GroupNormalization,
+                 .n_in = 3,
+                 .in = {P(F32, S(2, 6, 4), rnd(F32, S(2, 6, 4), 63)),
+                        P(F32, S(2), rnd(F32, S(2), 64)), P(F32, S(2), rnd(F32, S(2), 65))},
+                 .n_out = 1,
+                 .n_attrs = 1,
+                 .attrs = {tu_attr_int("num_groups", 2)},
+                 .opset = 18,
+                 .train = true,
+                 FD32};
+    check_case(&k18);
+}
+
 static void test_fd_softmax(void **st) {
     gcase k = {.op = IR_OP_Softmax,
                .n_in = 1,
@@ -1235,6 +1260,7 @@ int main(void) {
         T(test_fd_batchnorm),
         T(test_fd_layernorm),
         T(test_fd_instancenorm),
+        T(test_fd_groupnorm),
         T(test_fd_softmax),
         T(test_fd_reduce_sum_mean),
         T(test_fd_reduce_max_min_l2_prod),
