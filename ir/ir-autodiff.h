@@ -129,7 +129,7 @@ ir_status ir_grad_accumulate(ir_grad_ctx *c, int i, int grad);
     X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max) X(Sum) X(Mod) X(Where)                        \
     X(Relu) X(LeakyRelu) X(Sigmoid) X(HardSigmoid) X(HardSwish) X(Tanh) X(Erf) X(Exp) X(Log)       \
     X(Sqrt) X(Neg) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sign) X(Clip) X(Softplus) X(Elu)        \
-    X(Gelu)                                                                                        \
+    X(Gelu) X(Sin) X(Cos) X(Round) X(Softsign) X(Selu) X(Celu) X(Mish)                             \
     X(Identity) X(Dropout) X(Cast) X(CastLike)                                                     \
     X(Reshape) X(Flatten) X(Squeeze) X(Unsqueeze) X(Expand) X(Tile)                                \
     X(Transpose) X(Concat) X(Split) X(Slice) X(Pad)                                                \

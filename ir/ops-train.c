@@ -59,12 +59,19 @@ typedef enum ug_kind {
     UG_ELU,
     UG_CLIP,
     UG_GELU,
+    UG_SIN,
+    UG_COS,
+    UG_SOFTSIGN,
+    UG_SELU,
+    UG_CELU,
+    UG_MISH,
     UG_COUNT,
 } ug_kind;
 
 static const char *const ug_names[UG_COUNT] = {
-    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf",  "Exp",
-    "Log",  "Sqrt",      "Abs",     "Reciprocal",  "Softplus",  "Elu",  "Clip", "Gelu",
+    "Relu", "LeakyRelu", "Sigmoid",  "HardSigmoid", "HardSwish", "Tanh", "Erf",  "Exp",
+    "Log",  "Sqrt",      "Abs",      "Reciprocal",  "Softplus",  "Elu",  "Clip", "Gelu",
+    "Sin",  "Cos",       "Softsign", "Selu",        "Celu",      "Mish",
 };
 
 static int ug_find(const char *op) {
@@ -74,7 +81,7 @@ static int ug_find(const char *op) {
 }
 
 typedef struct ug_params {
-    double alpha, beta, lo, hi;
+    double alpha, beta, gamma, lo, hi;
     bool tanh; /* Gelu's approximate="tanh" */
 } ug_params;
 
@@ -110,6 +117,15 @@ static inline double ug_deriv(int k, double t, const ug_params *p) {
     case UG_ELU: return t > 0 ? 1.0 : p->alpha * exp(t);
     case UG_CLIP: return (t > p->lo && t < p->hi) ? 1.0 : 0.0; /* hardtanh's strict bounds */
     case UG_GELU: return gelu_deriv(t, p->tanh);
+    case UG_SIN: return cos(t);
+    case UG_COS: return -sin(t);
+    case UG_SOFTSIGN: return 1.0 / ((1 + fabs(t)) * (1 + fabs(t)));
+    case UG_SELU: return t > 0 ? p->gamma : p->gamma * p->alpha * exp(t);
+    case UG_CELU: return t > 0 ? 1.0 : exp(t / p->alpha);
+    case UG_MISH: { /* tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
+        double sp = (t > 0 ? t : 0) + log1p(exp(-fabs(t))), th = tanh(sp);
+        return th + t * (1 - th * th) / (1 + exp(-t));
+    }
     default: return 0.0;
     }
 }
@@ -130,7 +146,9 @@ static ir_status ug_kernel(const ir_kernel_ctx *k) {
     ug_params p = {.alpha = ir_attr_float(k->node, "alpha",
                                           kind == UG_HARDSIGMOID ? 0.2f
                                           : kind == UG_LEAKYRELU ? 0.01f
+                                          : kind == UG_SELU      ? 1.67326319217681884765625f
                                                                  : 1.0f),
+                   .gamma = ir_attr_float(k->node, "gamma", 1.05070102214813232421875f),
                    .beta = ir_attr_float(k->node, "beta", 0.5f),
                    .lo = ir_attr_float(k->node, "min", -INFINITY),
                    .hi = ir_attr_float(k->node, "max", INFINITY),

@@ -93,9 +93,10 @@ static void test_where(void **state) {
 
 static void test_unary(void **state) {
     static const ir_op_kind any[] = {
-        IR_OP_Relu,     IR_OP_Sigmoid,   IR_OP_Tanh,       IR_OP_Erf, IR_OP_Exp,
-        IR_OP_Neg,      IR_OP_Abs,       IR_OP_Softplus,   IR_OP_Elu, IR_OP_LeakyRelu,
-        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid, IR_OP_Gelu};
+        IR_OP_Relu,     IR_OP_Sigmoid,   IR_OP_Tanh,        IR_OP_Erf,  IR_OP_Exp,
+        IR_OP_Neg,      IR_OP_Abs,       IR_OP_Softplus,    IR_OP_Elu,  IR_OP_LeakyRelu,
+        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid, IR_OP_Gelu, IR_OP_Sin,
+        IR_OP_Cos,      IR_OP_Softsign,  IR_OP_Selu,        IR_OP_Celu, IR_OP_Mish};
     gc_in x = P(TU_SHAPE(3, 4));
     x.lo = -4, x.hi = 4; /* HardSwish/HardSigmoid: every branch */
     for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
