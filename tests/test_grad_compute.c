@@ -586,6 +586,29 @@ static void test_fd_groupnorm(void **st) {
     check_case(&k18);
 }
 
+/* DepthToSpace (DCR) and SpaceToDepth: each one's gradient is the other. */
+static void test_fd_space(void **st) {
+    gcase k = {.op = IR_OP_DepthToSpace,
+               .n_in = 1,
+               .in = {P(F32, S(2, 8, 2, 3), rnd(F32, S(2, 8, 2, 3), 70))},
+               .n_out = 1,
+               .n_attrs = 1,
+               .attrs = {tu_attr_int("blocksize", 2)},
+               .opset = 13,
+               FD32};
+    check_case(&k);
+    gcase k2 = {.op = IR_OP_SpaceToDepth,
+                .n_in = 1,
+                .in = {P(F32, S(1, 3, 4, 6), rnd(F32, S(1, 3, 4, 6), 71))},
+                .n_out = 1,
+                .n_attrs = 1,
+                .attrs = {tu_attr_int("blocksize", 2)},
+                .opset = 13,
+                .train = true,
+                FD32};
+    check_case(&k2);
+}
+
 static void test_fd_softmax(void **st) {
     gcase k = {.op = IR_OP_Softmax,
                .n_in = 1,
@@ -1261,6 +1284,7 @@ int main(void) {
         T(test_fd_layernorm),
         T(test_fd_instancenorm),
         T(test_fd_groupnorm),
+        T(test_fd_space),
         T(test_fd_softmax),
         T(test_fd_reduce_sum_mean),
         T(test_fd_reduce_max_min_l2_prod),

@@ -7,6 +7,12 @@ judged here (test_conformance does that).
 
     build-venv/bin/python tests/conformance/run_all_node_tests.py build/magpie /tmp/allnode
 """
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
 from onnx import numpy_helper
 SRC=os.path.join(os.path.dirname(onnx.__file__),"backend","test","data","node")
 magpie=sys.argv[1]; out=sys.argv[2]
