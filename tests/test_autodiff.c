@@ -197,6 +197,11 @@ static void test_index_ops(void **state) {
     gc_in gs[2] = {P(TU_SHAPE(2, 3, 2)),
                    {.kind = GC_CONST, .dtype = IR_I64, .shape = TU_SCALAR_SHAPE, .data = &one}};
     gc_check(IR_OP_Gather, 2, gs, 1, 1, &ax1, TOL); /* scalar index: x[:, 1] */
+    static const int64_t k2[] = {2};
+    gc_in tk[2] = {P(TU_SHAPE(3, 5)), CI64(1, k2)};
+    gc_check(IR_OP_TopK, 2, tk, 2, 0, NULL, TOL); /* Values and Indices, along the last axis */
+    ir_attr tk_attrs[2] = {tu_attr_int("axis", 0), tu_attr_int("largest", 0)};
+    gc_check(IR_OP_TopK, 2, tk, 1, 2, tk_attrs, TOL); /* the smallest, along axis 0 */
     gc_in ge[2] = {P(TU_SHAPE(3, 2)),
                    {.kind = GC_CONST, .dtype = IR_I64, .shape = TU_SHAPE(2, 2), .data = idx2}};
     gc_check(IR_OP_GatherElements, 2, ge, 1, 0, NULL, TOL);
