@@ -139,7 +139,8 @@ ir_status ir_grad_accumulate(ir_grad_ctx *c, int i, int grad);
     X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)       \
     X(Resize) X(BatchNormalization) X(LayerNormalization) X(InstanceNormalization) X(Softmax)      \
     X(LogSoftmax) X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL2)   \
-    X(CumSum) X(GroupNormalization) X(DepthToSpace) X(SpaceToDepth) X(TopK)
+    X(CumSum) X(GroupNormalization) X(DepthToSpace) X(SpaceToDepth) X(TopK)        \
+    X(ReduceL1) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)
 /* clang-format on */
 #define IR_GRAD_DECLARE(op) ir_status ir_grad_##op(ir_grad_ctx *c);
 /* Defines ir_grad_<op> as fn(c), for ops whose gradients one builder makes. */

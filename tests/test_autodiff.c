@@ -120,6 +120,21 @@ static void test_unary(void **state) {
     gc_check(IR_OP_Clip, 3, clip_hi, 1, 0, NULL, TOL);
 }
 
+/* ReduceL1, ReduceSumSquare, ReduceLogSum (positive inputs) and ReduceLogSumExp, over one axis
+ * (kept and dropped) and over all. */
+static void test_reduce_more(void **state) {
+    static const ir_op_kind ops[] = {IR_OP_ReduceL1, IR_OP_ReduceSumSquare, IR_OP_ReduceLogSum,
+                                     IR_OP_ReduceLogSumExp};
+    int64_t ax1[] = {1};
+    ir_attr keep0[2] = {tu_attr_ints("axes", 1, ax1), tu_attr_int("keepdims", 0)};
+    gc_in xp = PPOS(TU_SHAPE(2, 3, 4));
+    for (size_t i = 0; i < 4; i++) {
+        gc_check(ops[i], 1, &xp, 1, 2, keep0, TOL);
+        gc_check(ops[i], 1, &xp, 1, 1, keep0, TOL);
+        gc_check(ops[i], 1, &xp, 1, 0, NULL, TOL);
+    }
+}
+
 static void test_dropout_cast(void **state) {
     double ratio = 0.4;
     static const bool on = true;
@@ -604,15 +619,25 @@ static void test_integer_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_binary),       cmocka_unit_test(test_pow),
-        cmocka_unit_test(test_where),        cmocka_unit_test(test_unary),
-        cmocka_unit_test(test_dropout_cast), cmocka_unit_test(test_shape_ops),
-        cmocka_unit_test(test_layout_ops),   cmocka_unit_test(test_index_ops),
-        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_losses),       cmocka_unit_test(test_optimizers),
-        cmocka_unit_test(test_tied_weights), cmocka_unit_test(test_matmul_transposed_weight),
-        cmocka_unit_test(test_frozen),       cmocka_unit_test(test_eager_order),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_integer_paths),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_pow),
+        cmocka_unit_test(test_where),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_reduce_more),
+        cmocka_unit_test(test_dropout_cast),
+        cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_layout_ops),
+        cmocka_unit_test(test_index_ops),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_losses),
+        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_tied_weights),
+        cmocka_unit_test(test_matmul_transposed_weight),
+        cmocka_unit_test(test_frozen),
+        cmocka_unit_test(test_eager_order),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_integer_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
