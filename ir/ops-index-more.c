@@ -228,6 +228,50 @@ static ir_status oh_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(GatherND, 2, 2, 1, 1, .infer = gnd_infer, .kernel = gnd_kernel);
-IR_OP_DEF(ScatterElements, 3, 3, 1, 1, .infer = se_infer, .kernel = se_kernel);
-IR_OP_DEF(OneHot, 3, 3, 1, 1, .infer = oh_infer, .kernel = oh_kernel);
+/* ---------------------------------------------------------------- dims */
+
+/* GatherND: batch dims link from data and indices; the other leading dims of indices (one
+ * gathered slice each) and the slice dims of data link to the output. */
+static int gnd_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0), *ix = ir_node_in(g, n, 1);
+    const int64_t b = ir_attr_int(n, "batch_dims", 0);
+    const int qr = ix->shape.rank, r = x->shape.rank;
+    if (qr < 1) return 0;
+    const int64_t q = ix->shape.dims[qr - 1];
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < qr - 1; i++) {
+        ir_dims_keep(&o, 1, i, 0, i);
+        if (i < b) ir_dims_keep(&o, 0, i, 0, i);
+    }
+    for (int i = (int)(b + q); i < r; i++) ir_dims_keep(&o, 0, i, 0, qr - 1 + i - (int)(b + q));
+    return ir_dims_end(&o);
+}
+
+/* ScatterElements: a dim other than the axis links where indices and updates span all of it. */
+static int se_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *x = ir_node_in(g, n, 0), *ix = ir_node_in(g, n, 1);
+    int axis;
+    if (!ir_norm_axis(ir_attr_int(n, "axis", 0), x->shape.rank, &axis) ||
+        ix->shape.rank != x->shape.rank)
+        return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (i == axis || ix->shape.dims[i] != x->shape.dims[i]) continue;
+        for (int in = 0; in < 3; in++) ir_dims_keep(&o, in, i, 0, i);
+    }
+    return ir_dims_end(&o);
+}
+
+/* OneHot: each dim of indices is an output dim (the new axis aside). */
+static int oh_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    const ir_value *ix = ir_node_in(g, n, 0);
+    int axis;
+    if (!ir_norm_axis(ir_attr_int(n, "axis", -1), ix->shape.rank + 1, &axis)) return 0;
+    ir_dims_out o = ir_dims_begin(l);
+    for (int i = 0; i < ix->shape.rank; i++) ir_dims_keep(&o, 0, i, 0, i < axis ? i : i + 1);
+    return ir_dims_end(&o);
+}
+
+IR_OP_DEF(GatherND, 2, 2, 1, 1, .infer = gnd_infer, .kernel = gnd_kernel, .dims = gnd_dims);
+IR_OP_DEF(ScatterElements, 3, 3, 1, 1, .infer = se_infer, .kernel = se_kernel, .dims = se_dims);
+IR_OP_DEF(OneHot, 3, 3, 1, 1, .infer = oh_infer, .kernel = oh_kernel, .dims = oh_dims);
