@@ -89,6 +89,9 @@ static const opt_def defs[] = {
     {CLI_OPT_FISSION, "fission", 0, NULL,
      "instead of the summary: the dimension graph's components, the F-Tree's candidates (heat,"
      " score) and the nodes that stop a fission along the batch, with the reasons"},
+    {CLI_OPT_EXTERNAL, "external-data", 0, NULL,
+     "write the initializers of 1 KiB or more to OUT.onnx.data (ONNX external data); done"
+     " anyway when the model would pass protobuf's 2 GB limit"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -299,6 +302,7 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         if (!*val) return cli_fail(CLI_EXIT_USAGE, "%s: --model: empty file name", cmd->name);
         o->model = val;
         return CLI_EXIT_OK;
+    case CLI_OPT_EXTERNAL: o->external_data = true; return CLI_EXIT_OK;
     case CLI_OPT_CHECK: {
         char *end = NULL;
         errno = 0;

@@ -52,6 +52,7 @@ enum cli_opt_mask {
     CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
     CLI_OPT_CHECK = 1u << 17,      /* --rtol X, --k X (verify: rt-check.h's criterion) */
     CLI_OPT_FISSION = 1u << 18,    /* --fission (inspect) */
+    CLI_OPT_EXTERNAL = 1u << 19,   /* --external-data (export) */
 };
 
 typedef struct cli_input {
@@ -89,6 +90,7 @@ typedef struct cli_opts {
     const char *model;                         /* --model, or NULL */
     double rtol, k; /* --rtol, --k (verify): -1 when not given (rt-check.h's defaults) */
     bool fission; /* --fission (inspect): the dimension graph, F-Tree and what stops the batch */
+    bool external_data; /* --external-data (export) */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;

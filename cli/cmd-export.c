@@ -1,6 +1,7 @@
 /* cmd-export.c - `magpie export`: import a model (unsupported ops kept opaque when their shapes
  * are declared) and write it back as ONNX, with --shape resolved and constants folded. The
- * writer is atomic, so a failure leaves no OUT.onnx behind. */
+ * writer is atomic, so a failure leaves no OUT.onnx behind. --external-data (or a model that
+ * would pass protobuf's 2 GB limit) puts the weights in OUT.onnx.data beside it. */
 #include "cli.h"
 
 int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o) {
@@ -9,7 +10,8 @@ int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o) {
     ir_diag d = {{0}};
     ir_graph *g = cli_load_graph(in, o, true, &code);
     if (!g) return code;
-    ir_status st = ir_onnx_save(g, out, &d);
+    ir_onnx_save_opts so = {.external_data = o->external_data};
+    ir_status st = ir_onnx_save_with(g, out, &so, &d);
     if (st != IR_OK) {
         code = cli_fail_ir(st, &d, out);
         goto out;

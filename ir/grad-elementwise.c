@@ -118,14 +118,16 @@ ir_status ir_grad_Where(ir_grad_ctx *c) {
  * attributes that the derivative depends on. */
 static ir_status unary_grad(ir_grad_ctx *c, bool use_y) {
     if (!ir_grad_needs(c, 0)) return IR_OK;
-    ir_attr at[4];
+    ir_attr at[5];
     int na = 0;
     at[na++] = ir_grad_attr_str(c, "op", c->node->op_type);
-    static const char *const copied[] = {"alpha", "beta"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const copied[] = {"alpha", "beta", "gamma"};
+    for (int i = 0; i < 3; i++) {
         const ir_attr *a = ir_attr_find(c->node, copied[i]);
         if (a) at[na++] = ir_grad_attr_float(copied[i], a->f);
     }
+    const char *approx = ir_attr_str(c->node, "approximate", NULL); /* Gelu's form */
+    if (approx) at[na++] = ir_grad_attr_str(c, "approximate", approx);
     int dy = ir_grad_gout(c, 0);
     int g = ir_grad_op(c, IR_OP_UnaryGrad, 2, (int[]){dy, use_y ? c->out[0] : c->in[0]}, na, at);
     return ir_grad_accumulate(c, 0, g);
@@ -149,6 +151,13 @@ UNARY_GRAD(Log, false)
 UNARY_GRAD(Abs, false)
 UNARY_GRAD(Softplus, false)
 UNARY_GRAD(Elu, false)
+UNARY_GRAD(Gelu, false)
+UNARY_GRAD(Sin, false)
+UNARY_GRAD(Cos, false)
+UNARY_GRAD(Softsign, false)
+UNARY_GRAD(Selu, false)
+UNARY_GRAD(Celu, false)
+UNARY_GRAD(Mish, false)
 
 /* Bounds come from the optional inputs 1 and 2 (opset 11+) or the opset-6 attributes. */
 ir_status ir_grad_Clip(ir_grad_ctx *c) {
@@ -180,6 +189,7 @@ static ir_status zero_grad(ir_grad_ctx *c) {
 IR_GRAD_VIA(Floor, zero_grad)
 IR_GRAD_VIA(Ceil, zero_grad)
 IR_GRAD_VIA(Sign, zero_grad)
+IR_GRAD_VIA(Round, zero_grad)
 
 /* ---------------------------------------------------------------- Dropout, Cast */
 

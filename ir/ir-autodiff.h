@@ -129,6 +129,7 @@ ir_status ir_grad_accumulate(ir_grad_ctx *c, int i, int grad);
     X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max) X(Sum) X(Mod) X(Where)                        \
     X(Relu) X(LeakyRelu) X(Sigmoid) X(HardSigmoid) X(HardSwish) X(Tanh) X(Erf) X(Exp) X(Log)       \
     X(Sqrt) X(Neg) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sign) X(Clip) X(Softplus) X(Elu)        \
+    X(Gelu) X(Sin) X(Cos) X(Round) X(Softsign) X(Selu) X(Celu) X(Mish)                             \
     X(Identity) X(Dropout) X(Cast) X(CastLike)                                                     \
     X(Reshape) X(Flatten) X(Squeeze) X(Unsqueeze) X(Expand) X(Tile)                                \
     X(Transpose) X(Concat) X(Split) X(Slice) X(Pad)                                                \
@@ -138,7 +139,8 @@ ir_status ir_grad_accumulate(ir_grad_ctx *c, int i, int grad);
     X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)       \
     X(Resize) X(BatchNormalization) X(LayerNormalization) X(InstanceNormalization) X(Softmax)      \
     X(LogSoftmax) X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL2)   \
-    X(CumSum)
+    X(CumSum) X(GroupNormalization) X(DepthToSpace) X(SpaceToDepth) X(TopK)        \
+    X(ReduceL1) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)
 /* clang-format on */
 #define IR_GRAD_DECLARE(op) ir_status ir_grad_##op(ir_grad_ctx *c);
 /* Defines ir_grad_<op> as fn(c), for ops whose gradients one builder makes. */

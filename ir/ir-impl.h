@@ -249,14 +249,16 @@ static inline void ir_pool_window_dim(const ir_pool_geom *pg, int i, int64_t o, 
 IR_DEF_POOL_ARGMAX(f32, float)
 IR_DEF_POOL_ARGMAX(f64, double)
 #undef IR_DEF_POOL_ARGMAX
-/* AveragePool's divisor for the window starting at st with taps [kl, kh) (dilation 1): the
- * window clipped to the padded input with count_include_pad, else the real elements. */
+/* AveragePool's divisor for the window starting at st with taps [kl, kh): with
+ * count_include_pad the taps inside the padded input (the window clipped to it), else the real
+ * elements. Taps are dilation d apart (opset 19). */
 static inline int64_t ir_pool_avg_div(const ir_pool_geom *pg, const int64_t *st, const int64_t *kl,
                                       const int64_t *kh, bool count_pad) {
     int64_t cnt_pad = 1, cnt = 1;
     for (int i = 0; i < 3; i++) {
-        int64_t e = st[i] + pg->k[i], lim = pg->in[i] + pg->pe[i];
-        cnt_pad *= (e > lim ? lim : e) - st[i];
+        int64_t lim = pg->in[i] + pg->pe[i] - st[i], d = pg->d[i];
+        int64_t taps = lim <= 0 ? 0 : (lim + d - 1) / d;
+        cnt_pad *= taps > pg->k[i] ? pg->k[i] : taps;
         cnt *= kh[i] - kl[i];
     }
     return count_pad ? cnt_pad : cnt;

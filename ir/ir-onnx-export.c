@@ -5,11 +5,15 @@
  * dropped. Every constant a node reads (or a graph output) becomes an initializer, so folded
  * constants survive the round trip; value_info carries every intermediate shape, so an opaque
  * node keeps its declared output shapes. The file appears at `path` only complete: it is
- * written to PATH.tmp.<pid>, fsync'ed and renamed (ir_write_atomic). */
+ * written to PATH.tmp.<pid>, fsync'ed and renamed (ir_write_atomic). With external data
+ * (asked for, or needed to stay under protobuf's 2 GB limit) the large initializers go to
+ * PATH.data first (ir-onnx-external.c), and it is removed again if the model cannot be
+ * written. */
 #include "ir-onnx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Allocates n zeroed T's from the scratch arena; jumps to out_nomem on failure. */
 #define NEW_N(T, n)                                                                                \
@@ -105,10 +109,62 @@ static Onnx__AttributeProto *attribute(ir_arena *a, const ir_attr *at) {
     return p;
 }
 
+/* Moves every initializer of at least IR_ONNX_EXTERNAL_MIN_BYTES to the data file named
+ * `location`: raw_data is cleared and external_data (location, offset, length) set; *p lists
+ * what the data file must hold. False on out of memory. */
+static bool externalize(ir_arena *a, Onnx__GraphProto *gp, const char *location,
+                        ir_onnx_external_plan *p) {
+    p->n = 0;
+    p->data = ir_arena_alloc(a, sizeof(void *) * (gp->n_initializer + 1));
+    p->lengths = ir_arena_alloc(a, sizeof(size_t) * (gp->n_initializer + 1));
+    p->offsets = ir_arena_alloc(a, sizeof(int64_t) * (gp->n_initializer + 1));
+    if (!p->data || !p->lengths || !p->offsets) return false;
+    int64_t at = 0;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        Onnx__TensorProto *t = gp->initializer[i];
+        if (!t->has_raw_data || t->raw_data.len < IR_ONNX_EXTERNAL_MIN_BYTES) continue;
+        at = (at + IR_ONNX_EXTERNAL_ALIGN - 1) / IR_ONNX_EXTERNAL_ALIGN * IR_ONNX_EXTERNAL_ALIGN;
+        Onnx__StringStringEntryProto **kv = ir_arena_alloc(a, sizeof(*kv) * 3);
+        char *num = ir_arena_alloc(a, 48);
+        if (!kv || !num) return false;
+        snprintf(num, 48, "%lld", (long long)at);
+        snprintf(num + 24, 24, "%zu", t->raw_data.len);
+        const char *keys[3] = {"location", "offset", "length"};
+        char *vals[3] = {(char *)location, num, num + 24};
+        for (int k = 0; k < 3; k++) {
+            if (!(kv[k] = ir_arena_alloc(a, sizeof **kv))) return false;
+            *kv[k] = (Onnx__StringStringEntryProto)ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+            kv[k]->key = (char *)keys[k];
+            kv[k]->value = vals[k];
+        }
+        p->data[p->n] = t->raw_data.data;
+        p->lengths[p->n] = t->raw_data.len;
+        p->offsets[p->n++] = at;
+        at += (int64_t)t->raw_data.len;
+        t->external_data = kv;
+        t->n_external_data = 3;
+        t->has_data_location = 1;
+        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        t->has_raw_data = 0;
+        t->raw_data.len = 0;
+        t->raw_data.data = NULL;
+    }
+    return true;
+}
+
 ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d) {
+    return ir_onnx_save_with(g, path, NULL, d);
+}
+
+ir_status ir_onnx_save_with(const ir_graph *g, const char *path, const ir_onnx_save_opts *o,
+                            ir_diag *d) {
     ir_status st = IR_OK;
     ir_arena *a = ir_arena_new();
     unsigned char *buf = NULL, *used = calloc((size_t)g->n_values + 1, 1);
+    char data_path[4096] = "";
+    size_t limit = o && o->max_file_bytes && o->max_file_bytes < IR_ONNX_PROTOBUF_LIMIT
+                       ? o->max_file_bytes
+                       : IR_ONNX_PROTOBUF_LIMIT;
     if (!a || !used) goto out_nomem;
 
     Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
@@ -200,6 +256,35 @@ ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d) {
     }
 
     size_t len = onnx__model_proto__get_packed_size(&m);
+    ir_onnx_external_plan plan = {0};
+    if ((o && o->external_data) || len > limit) {
+        char name[4096];
+        ir_onnx_external_name(path, name, sizeof name);
+        const char *loc = ir_arena_strdup(a, name);
+        if (!loc || !externalize(a, &gp, loc, &plan)) goto out_nomem;
+        len = onnx__model_proto__get_packed_size(&m);
+        if (len > limit) {
+            st = ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                             "%s: the model is %zu bytes even with its weights in external data, "
+                             "over the %zu-byte limit of a protobuf file",
+                             path, len, limit);
+            goto out;
+        }
+        if (plan.n > 0) {
+            const char *slash = strrchr(path, '/');
+            size_t dir = slash ? (size_t)(slash - path + 1) : 0, nl = strlen(name);
+            if (dir + nl >= sizeof data_path) {
+                st = ir_diag_set(d, IR_ERR_IO, "%s: path too long", path);
+                goto out;
+            }
+            memcpy(data_path, path, dir);
+            memcpy(data_path + dir, name, nl + 1);
+            if ((st = ir_onnx_external_write(data_path, &plan, d)) != IR_OK) {
+                data_path[0] = 0; /* nothing of it was left */
+                goto out;
+            }
+        }
+    }
     if (!(buf = malloc(len ? len : 1))) goto out_nomem;
     if (onnx__model_proto__pack(&m, buf) != len) {
         st = ir_diag_set(d, IR_ERR_INTERNAL, "%s: protobuf packing wrote an unexpected size", path);
@@ -211,6 +296,7 @@ ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d) {
 out_nomem:
     st = ir_diag_set(d, IR_ERR_NOMEM, "%s: out of memory building the ONNX model", path);
 out:
+    if (st != IR_OK && data_path[0]) unlink(data_path); /* no data file without its model */
     free(buf);
     free(used);
     ir_arena_free(a);

@@ -119,11 +119,11 @@ static ir_status check_opset(importer *im) {
     if (!def || !def->has_version)
         return ir_diag_set(im->d, IR_ERR_INVALID,
                            "the model imports no opset of the default ONNX domain (ai.onnx)");
-    if (def->version < 13 || def->version > 17)
+    if (def->version < IR_ONNX_OPSET_MIN || def->version > IR_ONNX_OPSET_MAX)
         return ir_diag_set(im->d, IR_ERR_UNSUPPORTED,
                            "opset %lld of domain ai.onnx is not supported (magpie reads opsets "
-                           "13 to 17)",
-                           (long long)def->version);
+                           "%d to %d)",
+                           (long long)def->version, IR_ONNX_OPSET_MIN, IR_ONNX_OPSET_MAX);
     im->g->opset = def->version;
     return IR_OK;
 }
@@ -152,8 +152,8 @@ static ir_status read_type(importer *im, const char *vname, const Onnx__TypeProt
     int et = tt->has_elem_type ? tt->elem_type : 0;
     *dt = ir_dtype_from_onnx(et);
     if (*dt == IR_DTYPE_NONE)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "input '%s' has unsupported dtype %s (%d)", vname,
-                           ir_onnx_dtype_name(et), et);
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "input '%s' has unsupported dtype %s (%d)%s",
+                           vname, ir_onnx_dtype_name(et), et, ir_onnx_dtype_scope_note(et));
     const Onnx__TensorShapeProto *sp = tt->shape;
     int whole = is_input ? shape_entry(im, vname) : -1;
     if (whole >= 0) {
@@ -224,7 +224,9 @@ static ir_status add_initializers(importer *im) {
         ir_dtype dt;
         ir_shape s;
         ir_blob *b;
-        ir_status st = ir_onnx_tensor_decode(t, what, &dt, &s, &b, im->d);
+        ir_status st = ir_onnx_tensor_is_external(t)
+                           ? ir_onnx_external_decode(t, im->file, what, &dt, &s, &b, im->d)
+                           : ir_onnx_tensor_decode(t, what, &dt, &s, &b, im->d);
         if (st != IR_OK) return st;
         int v = ir_graph_add_value(im->g, name, dt, &s);
         if (v < 0) {
@@ -238,6 +240,13 @@ static ir_status add_initializers(importer *im) {
         if (!map_put(&im->values, im->g->values[v].name, v)) return nomem(im);
     }
     return IR_OK;
+}
+
+/* Index of the import-time value given for graph input name, or -1. */
+static int const_entry(const importer *im, const char *name) {
+    for (int i = 0; i < im->opts->n_consts; i++)
+        if (im->opts->const_names[i] && strcmp(im->opts->const_names[i], name) == 0) return i;
+    return -1;
 }
 
 static ir_status add_inputs(importer *im) {
@@ -257,7 +266,20 @@ static ir_status add_inputs(importer *im) {
         if (st != IR_OK) return st;
         int v = ir_graph_add_value(im->g, name, dt, &s);
         if (v < 0 || !map_put(&im->values, im->g->values[v].name, v)) return nomem(im);
-        ir_graph_add_input(im->g, v);
+        int c = const_entry(im, name);
+        if (c < 0) {
+            ir_graph_add_input(im->g, v);
+            continue;
+        }
+        const ir_import_opts *o = im->opts;
+        char s1[128], s2[128];
+        if (o->const_dtypes[c] != dt || !ir_shape_eq(&o->const_shapes[c], &s))
+            return ir_diag_set(im->d, IR_ERR_SHAPE, "input '%s' is %s %s; its value is %s %s", name,
+                               ir_dtype_name(dt), ir_shape_str(&s, s1, sizeof s1),
+                               ir_dtype_name(o->const_dtypes[c]),
+                               ir_shape_str(&o->const_shapes[c], s2, sizeof s2));
+        im->g->values[v].blob = ir_blob_ref(o->const_blobs[c]);
+        im->g->values[v].flags |= IR_VF_CONST;
     }
     return IR_OK;
 }
@@ -374,7 +396,10 @@ static ir_status convert_attr(importer *im, const char *node, const char *op,
         snprintf(what, sizeof what, "node '%s' (%s): attribute '%s'", node, op, aname);
         a->type = IR_ATTR_TENSOR;
         ir_status st =
-            ir_onnx_tensor_decode(ap->t, what, &a->t_dtype, &a->t_shape, &a->t_blob, im->d);
+            ir_onnx_tensor_is_external(ap->t)
+                ? ir_onnx_external_decode(ap->t, im->file, what, &a->t_dtype, &a->t_shape,
+                                          &a->t_blob, im->d)
+                : ir_onnx_tensor_decode(ap->t, what, &a->t_dtype, &a->t_shape, &a->t_blob, im->d);
         if (st != IR_OK) return st;
         break;
     }

@@ -14,13 +14,22 @@
 
 const char *ir_onnx_dtype_name(int onnx_type) {
     static const char *const names[] = {
-        "undefined", "float32", "uint8",     "int8",       "uint16",   "int16",
-        "int32",     "int64",   "string",    "bool",       "float16",  "float64",
-        "uint32",    "uint64",  "complex64", "complex128", "bfloat16",
+        "undefined",      "float32",    "uint8",          "int8",       "uint16",   "int16",
+        "int32",          "int64",      "string",         "bool",       "float16",  "float64",
+        "uint32",         "uint64",     "complex64",      "complex128", "bfloat16", "float8e4m3fn",
+        "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",      "int4",     "float4e2m1",
+        "float8e8m0",     "uint2",      "int2",
     };
     if (onnx_type >= 0 && onnx_type < (int)(sizeof names / sizeof names[0]))
         return names[onnx_type];
     return "unknown";
+}
+
+const char *ir_onnx_dtype_scope_note(int onnx_type) {
+    /* FLOAT8E4M3FN (17) .. FLOAT4E2M1 (23), FLOAT8E8M0 (24), and the 2-bit types after them */
+    return onnx_type >= 17 && onnx_type <= 26
+               ? " (float8, int4, float4 and e8m0 types are out of scope)"
+               : "";
 }
 
 ir_status ir_onnx_check_dims(int rank, const int64_t *dims, ir_dtype t, const char *what,
@@ -81,8 +90,9 @@ ir_status ir_onnx_tensor_decode(const Onnx__TensorProto *t, const char *what, ir
     int onnx_type = t->has_data_type ? t->data_type : 0;
     ir_dtype dt = ir_dtype_from_onnx(onnx_type);
     if (dt == IR_DTYPE_NONE)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "%s has unsupported dtype %s (%d)", what,
-                           ir_onnx_dtype_name(onnx_type), onnx_type);
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "%s has unsupported dtype %s (%d)%s", what,
+                           ir_onnx_dtype_name(onnx_type), onnx_type,
+                           ir_onnx_dtype_scope_note(onnx_type));
     if ((t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
         t->n_external_data > 0)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,

@@ -444,6 +444,14 @@ typedef struct ir_import_opts {
     bool allow_opaque;
     /* Skip constant folding (tests). */
     bool no_fold;
+    /* Graph inputs given with their values at import: each becomes a constant (not a graph
+     * input), so that shape inference can read it (Reshape's shape, Slice's starts, Resize's
+     * scales fed as inputs, as ONNX's node tests do). Dtype and shape must match the file's. */
+    int n_consts;
+    const char *const *const_names;
+    const ir_dtype *const_dtypes;
+    const ir_shape *const_shapes;
+    ir_blob *const *const_blobs;
 } ir_import_opts;
 
 /* Reads an ONNX model: parses, resolves symbolic dims, sorts, checks op support (listing every
@@ -456,6 +464,18 @@ ir_graph *ir_onnx_load_buffer(const void *buf, size_t len, const char *name,
 /* Writes g as an ONNX model (opset g->opset, magpie-domain ops in domain "magpie") atomically
  * (temporary file + rename): on failure no file is left at path. */
 ir_status ir_onnx_save(const ir_graph *g, const char *path, ir_diag *d);
+/* How ir_onnx_save_with stores the weights. */
+typedef struct ir_onnx_save_opts {
+    /* Initializers of 1 KiB or more go to PATH.data (ONNX external data) instead of the model
+     * file. Export also does this on its own when the model file would pass max_file_bytes. */
+    bool external_data;
+    /* 0: protobuf's 2 GB limit (what ir_onnx_save uses). Never raised above it. */
+    size_t max_file_bytes;
+} ir_onnx_save_opts;
+/* ir_onnx_save with options. Neither file is left behind on failure; a model that is still over
+ * the limit without its large initializers is refused (IR_ERR_UNSUPPORTED). */
+ir_status ir_onnx_save_with(const ir_graph *g, const char *path, const ir_onnx_save_opts *o,
+                            ir_diag *d);
 
 /* Constant folding (called by the importer): evaluates every node whose inputs are all
  * constants that are not trainable parameters, and removes nodes whose results are unused. */

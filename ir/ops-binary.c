@@ -395,7 +395,7 @@ static ir_status bin_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         if (ir_dtype_size(dt) == 0)
             return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s", ir_dtype_name(dt));
     } else if (!bd->fns[dt]) {
-        if (n->op == IR_OP_Mod && ir_dtype_is_float(dt))
+        if (n->op == IR_OP_Mod && (dt == IR_F32 || dt == IR_F64) && !ir_attr_int(n, "fmod", 0))
             return ir_node_fail(d, IR_ERR_INVALID, n, "float Mod requires fmod=1");
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
                             ir_dtype_name(dt));

@@ -129,8 +129,10 @@ ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_
                                     i, (long long)opad[i]);
             if (n_os >= 0 || same_up || same_lo) {
                 out = n_os >= 0 ? oshape[i] : in * st[i];
-                int64_t tot = full - out;
-                pb = same_up ? tot / 2 : tot - tot / 2;
+                /* ONNX's formula divides with Python's floor: a total of -1 (output_shape one
+                 * larger than the full output) puts the extra row or column at the end */
+                int64_t tot = full - out, half = tot >= 0 ? tot / 2 : -((-tot + 1) / 2);
+                pb = same_up ? half : tot - half;
                 pe = tot - pb;
             } else if (valid) {
                 pb = pe = 0;

@@ -24,10 +24,12 @@ static void FN(pool_grad_plane)(const ir_pool_geom *pg, const FT *x, const FT *d
                 int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
                 if (div <= 0) continue;
                 const FT v = g / (FT)div;
+                const int64_t *dl = pg->d;
                 for (int64_t a = kl[0]; a < kh[0]; a++)
                     for (int64_t b = kl[1]; b < kh[1]; b++) {
-                        FT *r = dxp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
-                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c] += v;
+                        FT *r =
+                            dxp + ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2] + st[2];
+                        for (int64_t c = kl[2]; c < kh[2]; c++) r[c * dl[2]] += v;
                     }
             }
         }

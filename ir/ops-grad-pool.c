@@ -62,10 +62,6 @@ static ir_status pool_grad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_pool_geom pg;
     ir_status st = x_shape(g, n, &xs, d);
     if (st || (st = pool_grad_geom(n, &xs, dy, &pg, d))) return st;
-    if (n->op == IR_OP_AveragePoolGrad)
-        for (int i = 0; i < 3; i++)
-            if (pg.d[i] != 1)
-                return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
     ir_set_out(g, n, 0, dy->dtype, &xs);
     return IR_OK;
 }

@@ -37,8 +37,9 @@ static void FN(pool_plane)(const ir_pool_geom *pg, const FT *x, FT *y, int64_t *
                     double sum = 0;
                     for (int64_t a = kl[0]; a < kh[0]; a++)
                         for (int64_t b = kl[1]; b < kh[1]; b++) {
-                            const FT *xr = xp + ((st[0] + a) * in[1] + st[1] + b) * in[2] + st[2];
-                            for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c];
+                            int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];
+                            const FT *xr = xp + row + st[2];
+                            for (int64_t c = kl[2]; c < kh[2]; c++) sum += xr[c * dl[2]];
                         }
                     int64_t div = ir_pool_avg_div(pg, st, kl, kh, count_pad);
                     yp[o] = div > 0 ? (FT)(sum / (double)div) : 0.0f;

@@ -119,9 +119,6 @@ static ir_status avgpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_pool_geom pg;
     ir_status st = pool_parse(g, n, &pg, d);
     if (st) return st;
-    for (int i = 0; i < 3; i++)
-        if (pg.d[i] != 1)
-            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "AveragePool with dilations");
     ir_shape s;
     pool_out_shape(g, n, &pg, &s);
     ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);

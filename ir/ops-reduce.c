@@ -1,4 +1,4 @@
-/* ops-reduce.c - ReduceMean/Sum/Max/Min/Prod/L2, ArgMax and CumSum.
+/* ops-reduce.c - ReduceMean/Sum/Max/Min/Prod/L2, ArgMax, ArgMin and CumSum.
  *
  * Axes come from the second input when it is present (ReduceSum from opset 13, every reduction
  * from opset 18) and from the `axes` attribute otherwise; they must be constant since they fix
@@ -73,7 +73,9 @@ ir_status ir_reduce_axes(const ir_graph *g, const ir_node *n, int rank, bool *ma
 
 static ir_status reduce_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
-    if (!numeric(x->dtype))
+    /* ReduceMax/ReduceMin-20 take bool (any / all) */
+    bool bool_ok = x->dtype == IR_BOOL && (n->op == IR_OP_ReduceMax || n->op == IR_OP_ReduceMin);
+    if (!numeric(x->dtype) && !bool_ok)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
     bool mask[IR_MAX_RANK], noop;
     ir_status st = ir_reduce_axes(g, n, x->shape.rank, mask, &noop, d);
@@ -234,7 +236,7 @@ static ir_status argmax_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (!numeric(x->dtype))
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s", ir_dtype_name(x->dtype));
     if (x->shape.dims[axis] == 0)
-        return ir_node_fail(d, IR_ERR_SHAPE, n, "ArgMax over an empty axis");
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "%s over an empty axis", ir_op_name(n->op));
     ir_shape out = x->shape;
     if (ir_attr_int(n, "keepdims", 1)) {
         out.dims[axis] = 1;
@@ -252,6 +254,7 @@ static ir_status argmax_kernel(const ir_kernel_ctx *k) {
     ir_status st = argmax_axis(&x->shape, k->node, &axis, k->diag);
     if (st) return st;
     const bool last = ir_attr_int(k->node, "select_last_index", 0) != 0;
+    const bool is_min = k->node->op == IR_OP_ArgMin;
     int64_t outer, R, inner;
     split_axis(&x->shape, axis, &outer, &R, &inner);
     int64_t *y = k->out[0].data;
@@ -263,7 +266,7 @@ static ir_status argmax_kernel(const ir_kernel_ctx *k) {
         for (int64_t r = 1; r < R; r++) {
             int64_t at = base + r * inner;
             double v = xf ? xf[at] : ir_load_f64(x->data, x->dtype, at);
-            if (v > bv || (last && v == bv)) {
+            if ((is_min ? v < bv : v > bv) || (last && v == bv)) {
                 bv = v;
                 best = r;
             }
@@ -397,6 +400,9 @@ REDUCE_DEF(ReduceProd, rprod_kernel, 0)
 REDUCE_DEF(ReduceL2, rl2_kernel, 0)
 
 IR_OP_DEF(ArgMax, 1, 1, 1, 1, .infer = argmax_infer, .flops = reduce_flops, .kernel = argmax_kernel,
+          .dims = argmax_dims);
+/* ArgMin (opset 13): ArgMax's entry with the comparison reversed in its kernel. */
+IR_OP_DEF(ArgMin, 1, 1, 1, 1, .infer = argmax_infer, .flops = reduce_flops, .kernel = argmax_kernel,
           .dims = argmax_dims);
 
 IR_OP_DEF(CumSum, 2, 2, 1, 1, .flags = IR_OPF_MULTILINEAR, .infer = cumsum_infer,

@@ -1,7 +1,8 @@
-/* ops-resize.c - Resize (opsets 10-17): modes nearest and linear (n-linear over every dim whose
+/* ops-resize.c - Resize (opsets 10-19): modes nearest and linear (n-linear over every dim whose
  * mapping is not the identity), coordinate_transformation_mode half_pixel, pytorch_half_pixel,
- * align_corners, asymmetric and tf_half_pixel_for_nn. cubic, tf_crop_and_resize and opset-18
- * antialias/axes answer IR_ERR_UNSUPPORTED.
+ * align_corners, asymmetric, tf_half_pixel_for_nn and (19) half_pixel_symmetric; opset 18's axes
+ * and keep_aspect_ratio_policy. cubic, tf_crop_and_resize and antialias answer
+ * IR_ERR_UNSUPPORTED.
  *
  * Scales or sizes must be constants (they fix the output shape). The kernel first tabulates,
  * per dim, the two source indices and the weight of every output coordinate (the workspace,
@@ -20,15 +21,20 @@ enum rs_ctm {
     CTM_PYTORCH_HALF_PIXEL,
     CTM_ALIGN_CORNERS,
     CTM_ASYMMETRIC,
-    CTM_TF_NN
+    CTM_TF_NN,
+    CTM_HALF_PIXEL_SYMMETRIC, /* opset 19 */
 };
+enum rs_keep { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER }; /* opset 18 */
 enum rs_round { RND_PREFER_FLOOR, RND_PREFER_CEIL, RND_FLOOR, RND_CEIL };
 
 typedef struct rs_attrs {
     bool linear;
     enum rs_ctm ctm;
     enum rs_round rnd;
+    enum rs_keep keep;
     int scales_in, sizes_in; /* input positions, -1 when the opset has none */
+    int n_axes;              /* opset 18's axes (-1: every dim) */
+    const int64_t *axes;
 } rs_attrs;
 
 static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_diag *d) {
@@ -37,8 +43,8 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     const char *ctm =
         ir_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel");
     const char *nm = ir_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor");
-    static const char *ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                 "tf_half_pixel_for_nn"};
+    static const char *ctms[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                 "asymmetric", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
     static const char *rnds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
         ra->linear = true;
@@ -47,9 +53,9 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     else
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
     int i;
-    for (i = 0; i < 5 && strcmp(ctm, ctms[i]); i++) {
+    for (i = 0; i < 6 && strcmp(ctm, ctms[i]); i++) {
     }
-    if (i == 5)
+    if (i == 6)
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
                             "coordinate_transformation_mode '%s' is not supported", ctm);
     ra->ctm = (enum rs_ctm)i;
@@ -57,8 +63,17 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     }
     if (i == 4) return ir_node_fail(d, IR_ERR_INVALID, n, "nearest_mode '%s' is not valid", nm);
     ra->rnd = (enum rs_round)i;
-    if (ir_attr_int(n, "antialias", 0) || ir_attr_find(n, "axes"))
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "antialias and axes are not supported");
+    if (ir_attr_int(n, "antialias", 0))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "antialias is not supported");
+    const char *kp = ir_attr_str(n, "keep_aspect_ratio_policy", "stretch");
+    ra->keep = !strcmp(kp, "not_larger")    ? KEEP_NOT_LARGER
+               : !strcmp(kp, "not_smaller") ? KEEP_NOT_SMALLER
+                                            : KEEP_STRETCH;
+    if (ra->keep == KEEP_STRETCH && strcmp(kp, "stretch"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "keep_aspect_ratio_policy '%s' is not valid", kp);
+    ra->n_axes = ir_attr_ints(n, "axes", &ra->axes);
+    if (ra->n_axes > IR_MAX_RANK)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "axes has %d values", ra->n_axes);
     ra->scales_in = old ? 1 : 2;
     ra->sizes_in = old ? -1 : 3;
     return IR_OK;
@@ -83,6 +98,64 @@ static int const_floats(const ir_graph *g, const ir_node *n, int i, double *out,
     return (int)cnt;
 }
 
+/* The output shape and the scale of every dim, from the scales (nsc values, -2 when absent) or
+ * the sizes (nsz values), given for opset 18's axes or for every dim. With sizes the scale is
+ * out/in per dim, or one common scale under keep_aspect_ratio_policy (the output then rounds
+ * in * scale). */
+static ir_status rs_geometry(const ir_node *n, const rs_attrs *ra, const ir_shape *is,
+                             const double *sc, int nsc, const int64_t *sz, int nsz, ir_shape *os,
+                             double *scale, ir_diag *d) {
+    const int r = is->rank;
+    int ax[IR_MAX_RANK], na = ra->n_axes >= 0 ? ra->n_axes : r;
+    bool seen[IR_MAX_RANK] = {0};
+    for (int i = 0; i < na; i++) {
+        if (ra->n_axes < 0) {
+            ax[i] = i;
+            continue;
+        }
+        if (!ir_norm_axis(ra->axes[i], r, &ax[i]) || seen[ax[i]])
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axes[%d]=%lld is out of range or repeated",
+                                i, (long long)ra->axes[i]);
+        seen[ax[i]] = true;
+    }
+    *os = *is;
+    for (int i = 0; i < r; i++) scale[i] = 1.0;
+    if (nsz >= 0) {
+        if (nsz != na)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "sizes has %d values for %d axes", nsz, na);
+        double common = ra->keep == KEEP_NOT_LARGER ? INFINITY : 0;
+        for (int i = 0; i < na; i++) {
+            double s = (double)sz[i] / (double)is->dims[ax[i]];
+            if (ra->keep == KEEP_NOT_LARGER && s < common) common = s;
+            if (ra->keep == KEEP_NOT_SMALLER && s > common) common = s;
+            os->dims[ax[i]] = sz[i];
+            scale[ax[i]] = s;
+        }
+        if (ra->keep != KEEP_STRETCH)
+            for (int i = 0; i < na; i++) {
+                scale[ax[i]] = common;
+                os->dims[ax[i]] = (int64_t)floor((double)is->dims[ax[i]] * common + 0.5);
+            }
+    } else {
+        if (nsc == -2)
+            return ir_node_fail(d, IR_ERR_INVALID, n, "one of scales and sizes must be given");
+        if (nsc != na)
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "scales has %d values for %d axes", nsc, na);
+        for (int i = 0; i < na; i++) {
+            if (!(sc[i] > 0))
+                return ir_node_fail(d, IR_ERR_INVALID, n, "scales[%d]=%g must be positive", i,
+                                    sc[i]);
+            scale[ax[i]] = sc[i];
+            os->dims[ax[i]] = (int64_t)floor((double)is->dims[ax[i]] * sc[i]);
+        }
+    }
+    for (int i = 0; i < r; i++)
+        if (os->dims[i] < 0 || (os->dims[i] == 0 && is->dims[i] != 0))
+            return ir_node_fail(d, IR_ERR_SHAPE, n, "output dim %d would be %lld", i,
+                                (long long)os->dims[i]);
+    return IR_OK;
+}
+
 static ir_status resize_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     rs_attrs ra;
@@ -96,29 +169,12 @@ static ir_status resize_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int nsz = -2;
     if (ra.sizes_in >= 0 && ir_const_ints(g, n, ra.sizes_in, sz, IR_MAX_RANK, &nsz, d) != IR_OK)
         return IR_ERR_UNSUPPORTED;
-    ir_shape out = x->shape;
-    if (nsz >= 0) {
-        if (nsz != r)
-            return ir_node_fail(d, IR_ERR_SHAPE, n, "sizes has %d values for rank %d", nsz, r);
-        for (int i = 0; i < r; i++) out.dims[i] = sz[i];
-    } else {
-        int nsc = const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, d);
-        if (nsc == -1) return IR_ERR_UNSUPPORTED;
-        if (nsc == -2)
-            return ir_node_fail(d, IR_ERR_INVALID, n, "one of scales and sizes must be given");
-        if (nsc != r)
-            return ir_node_fail(d, IR_ERR_SHAPE, n, "scales has %d values for rank %d", nsc, r);
-        for (int i = 0; i < r; i++) {
-            if (!(sc[i] > 0))
-                return ir_node_fail(d, IR_ERR_INVALID, n, "scales[%d]=%g must be positive", i,
-                                    sc[i]);
-            out.dims[i] = (int64_t)floor((double)x->shape.dims[i] * sc[i]);
-        }
-    }
-    for (int i = 0; i < r; i++)
-        if (out.dims[i] < 0 || (out.dims[i] == 0 && x->shape.dims[i] != 0))
-            return ir_node_fail(d, IR_ERR_SHAPE, n, "output dim %d would be %lld", i,
-                                (long long)out.dims[i]);
+    int nsc = -2;
+    if (nsz < 0 && (nsc = const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, d)) == -1)
+        return IR_ERR_UNSUPPORTED;
+    ir_shape out;
+    double scale[IR_MAX_RANK];
+    if ((st = rs_geometry(n, &ra, &x->shape, sc, nsc, sz, nsz, &out, scale, d))) return st;
     ir_set_out(g, n, 0, x->dtype, &out);
     return IR_OK;
 }
@@ -141,14 +197,21 @@ static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
     return ir_resize_tab_bytes(&ir_node_out(g, n, 0)->shape, ir_node_in(g, n, 0)->dtype);
 }
 
-/* Source coordinate of output coordinate xo along a dim resized from `in` to `out`. */
+/* Source coordinate of output coordinate xo along a dim resized from `in` to `out` at `scale`.
+ * align_corners and half_pixel_symmetric use the unrounded resized length in * scale, as ONNX
+ * defines them (with sizes given, scale is out / in, so that is out). */
 static double src_coord(enum rs_ctm ctm, double xo, double scale, int64_t in, int64_t out) {
+    double len = (double)in * scale;
     switch (ctm) {
     case CTM_HALF_PIXEL: return (xo + 0.5) / scale - 0.5;
     case CTM_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5) / scale - 0.5 : 0;
-    case CTM_ALIGN_CORNERS: return out == 1 ? 0 : xo * (double)(in - 1) / (double)(out - 1);
+    case CTM_ALIGN_CORNERS: return len == 1 ? 0 : xo * (double)(in - 1) / (len - 1);
     case CTM_ASYMMETRIC: return xo / scale;
     case CTM_TF_NN: return (xo + 0.5) / scale;
+    case CTM_HALF_PIXEL_SYMMETRIC: {
+        double adj = (double)out / len, center = (double)in / 2;
+        return center * (1 - adj) + (xo + 0.5) / scale - 0.5;
+    }
     }
     return 0;
 }
@@ -171,7 +234,25 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
     if (st) return st;
     const int r = is->rank;
     const ir_tensor *sct = ra.scales_in < k->n_in ? &k->in[ra.scales_in] : NULL;
-    const bool given = sct && sct->data && ir_tensor_numel(sct) == r;
+    const ir_tensor *szt = ra.sizes_in >= 0 && ra.sizes_in < k->n_in ? &k->in[ra.sizes_in] : NULL;
+    double sc[IR_MAX_RANK], scales[IR_MAX_RANK];
+    int64_t sz[IR_MAX_RANK];
+    int nsc = -2, nsz = -2;
+    if (szt && szt->data && ir_tensor_numel(szt) > 0 && ir_tensor_numel(szt) <= IR_MAX_RANK) {
+        nsz = (int)ir_tensor_numel(szt);
+        for (int i = 0; i < nsz; i++) sz[i] = ir_load_i64(szt->data, szt->dtype, i);
+    } else if (sct && sct->data && ir_tensor_numel(sct) > 0 &&
+               ir_tensor_numel(sct) <= IR_MAX_RANK) {
+        nsc = (int)ir_tensor_numel(sct);
+        for (int i = 0; i < nsc; i++) sc[i] = ir_load_f64(sct->data, sct->dtype, i);
+    }
+    ir_shape want;
+    if (nsz >= 0 || nsc >= 0) {
+        if ((st = rs_geometry(k->node, &ra, is, sc, nsc, sz, nsz, &want, scales, k->diag)))
+            return st;
+    } else {
+        for (int i = 0; i < r; i++) scales[i] = (double)os->dims[i] / (double)is->dims[i];
+    }
     int64_t tot = 0, *base = t->base, istr[IR_MAX_RANK];
     for (int i = 0; i < r; i++) {
         base[i] = tot;
@@ -186,7 +267,7 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
     ir_shape_strides(is, istr);
     for (int dd = 0; dd < r; dd++) {
         const int64_t in = is->dims[dd], out = os->dims[dd];
-        double scale = given ? ir_load_f64(sct->data, sct->dtype, dd) : (double)out / (double)in;
+        double scale = scales[dd];
         for (int64_t xo = 0; xo < out; xo++) {
             double xs = src_coord(ra.ctm, (double)xo, scale, in, out);
             int64_t a, b;
@@ -236,12 +317,17 @@ bool ir_resize_identity_dims(const ir_graph *g, const ir_node *n, const ir_shape
     rs_attrs ra;
     double sc[IR_MAX_RANK];
     if (is->rank != os->rank || rs_parse(g, n, &ra, NULL) != IR_OK) return false;
-    int nsc = const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, NULL);
-    if (nsc == -1) return false;
-    for (int i = 0; i < is->rank; i++) {
-        double scale = nsc == is->rank ? sc[i] : 1.0; /* out / in, when in == out */
-        mask[i] = is->dims[i] == os->dims[i] && scale == 1.0 && ra.ctm != CTM_TF_NN;
-    }
+    int64_t sz[IR_MAX_RANK];
+    int nsz = -2;
+    if (ra.sizes_in >= 0 && ir_const_ints(g, n, ra.sizes_in, sz, IR_MAX_RANK, &nsz, NULL) != IR_OK)
+        return false;
+    int nsc = nsz >= 0 ? -2 : const_floats(g, n, ra.scales_in, sc, IR_MAX_RANK, NULL);
+    double scale[IR_MAX_RANK];
+    ir_shape want;
+    if (nsc == -1 || rs_geometry(n, &ra, is, sc, nsc, sz, nsz, &want, scale, NULL) != IR_OK)
+        return false;
+    for (int i = 0; i < is->rank; i++)
+        mask[i] = is->dims[i] == os->dims[i] && scale[i] == 1.0 && ra.ctm != CTM_TF_NN;
     return true;
 }
 

@@ -59,12 +59,20 @@ typedef enum ug_kind {
     UG_SOFTPLUS,
     UG_ELU,
     UG_CLIP,
+    UG_GELU,
+    UG_SIN,
+    UG_COS,
+    UG_SOFTSIGN,
+    UG_SELU,
+    UG_CELU,
+    UG_MISH,
     UG_COUNT,
 } ug_kind;
 
 static const char *const ug_names[UG_COUNT] = {
-    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf",  "Exp",
-    "Log",  "Sqrt",      "Abs",     "Reciprocal",  "Softplus",  "Elu",  "Clip",
+    "Relu", "LeakyRelu", "Sigmoid",  "HardSigmoid", "HardSwish", "Tanh", "Erf",  "Exp",
+    "Log",  "Sqrt",      "Abs",      "Reciprocal",  "Softplus",  "Elu",  "Clip", "Gelu",
+    "Sin",  "Cos",       "Softsign", "Selu",        "Celu",      "Mish",
 };
 
 static int ug_find(const char *op) {
@@ -74,8 +82,19 @@ static int ug_find(const char *op) {
 }
 
 typedef struct ug_params {
-    double alpha, beta, lo, hi;
+    double alpha, beta, gamma, lo, hi;
+    bool tanh; /* Gelu's approximate="tanh" */
 } ug_params;
+
+/* d/dx of x * Phi(x) = Phi(x) + x phi(x), or of tanh's approximation 0.5 x (1 + tanh(u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3). */
+static inline double gelu_deriv(double x, bool tanh_form) {
+    if (!tanh_form)
+        return 0.5 * (1 + erf(x * 0.70710678118654752440)) +
+               x * exp(-0.5 * x * x) * 0.39894228040143267794; /* 1/sqrt(2 pi) */
+    const double k = 0.79788456080286535588, t = tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+}
 
 /* f'(.) given T (X or Y, see the file comment). */
 static inline double ug_deriv(int k, double t, const ug_params *p) {
@@ -98,6 +117,16 @@ static inline double ug_deriv(int k, double t, const ug_params *p) {
     case UG_SOFTPLUS: return 1.0 / (1.0 + exp(-t));
     case UG_ELU: return t > 0 ? 1.0 : p->alpha * exp(t);
     case UG_CLIP: return (t > p->lo && t < p->hi) ? 1.0 : 0.0; /* hardtanh's strict bounds */
+    case UG_GELU: return gelu_deriv(t, p->tanh);
+    case UG_SIN: return cos(t);
+    case UG_COS: return -sin(t);
+    case UG_SOFTSIGN: return 1.0 / ((1 + fabs(t)) * (1 + fabs(t)));
+    case UG_SELU: return t > 0 ? p->gamma : p->gamma * p->alpha * exp(t);
+    case UG_CELU: return t > 0 ? 1.0 : exp(t / p->alpha);
+    case UG_MISH: { /* tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
+        double sp = (t > 0 ? t : 0) + log1p(exp(-fabs(t))), th = tanh(sp);
+        return th + t * (1 - th * th) / (1 + exp(-t));
+    }
     default: return 0.0;
     }
 }
@@ -118,10 +147,13 @@ static ir_status ug_kernel(const ir_kernel_ctx *k) {
     ug_params p = {.alpha = ir_attr_float(k->node, "alpha",
                                           kind == UG_HARDSIGMOID ? 0.2f
                                           : kind == UG_LEAKYRELU ? 0.01f
+                                          : kind == UG_SELU      ? 1.67326319217681884765625f
                                                                  : 1.0f),
+                   .gamma = ir_attr_float(k->node, "gamma", 1.05070102214813232421875f),
                    .beta = ir_attr_float(k->node, "beta", 0.5f),
                    .lo = ir_attr_float(k->node, "min", -INFINITY),
-                   .hi = ir_attr_float(k->node, "max", INFINITY)};
+                   .hi = ir_attr_float(k->node, "max", INFINITY),
+                   .tanh = strcmp(ir_attr_str(k->node, "approximate", "none"), "tanh") == 0};
     const ir_tensor *dy = &k->in[0], *t = &k->in[1];
     ir_dtype dt = dy->dtype;
     int64_t n = ir_tensor_numel(dy);

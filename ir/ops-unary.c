@@ -5,7 +5,8 @@
  * driver (un_run) calls a contiguous loop generated per (op, dtype). Parameters (alpha, beta,
  * Clip's bounds) arrive through un_prm and are converted to the element type once per loop.
  *
- * Semantics (ONNX opsets 13-17):
+ * Semantics (ONNX opsets 13-23; Gelu from opset 20, approximate "none" or "tanh"; Round halves
+ * to even; Selu's gamma rides in un_prm.b; IsNaN/IsInf read any float dtype and write bool):
  *  - Clip takes min/max as optional scalar inputs (constant or computed at run time); the opset
  *    6 attributes are honoured when the inputs are absent; min(max(x, lo), hi);
  *  - Dropout copies its input (mask all true) unless training_mode is true and ratio > 0; then
@@ -60,6 +61,10 @@ static void un_run(un_fn fn, void *out, size_t osz, const void *in, size_t isz, 
 #define SQRTX(x) _Generic((x), float : sqrtf, default : sqrt)(x)
 #define FLOORX(x) _Generic((x), float : floorf, default : floor)(x)
 #define CEILX(x) _Generic((x), float : ceilf, default : ceil)(x)
+#define SINX(x) _Generic((x), float : sinf, default : sin)(x)
+#define COSX(x) _Generic((x), float : cosf, default : cos)(x)
+#define RINTX(x) _Generic((x), float : rintf, default : rint)(x)
+#define FABSX(x) _Generic((x), float : fabsf, default : fabs)(x)
 #define CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))
 /* Integer negation wraps (INT_MIN stays INT_MIN) rather than overflowing. */
 #define NEGX(x)                                                                                    \
@@ -110,8 +115,23 @@ UN_NUM(sign, x > 0 ? 1 : x < 0 ? -1 : x) /* keeps 0, -0 and NaN */
 /* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|). */
 UN_FLT(softplus, (x > 0 ? x : 0) + LOG1PX(EXPX(x > 0 ? -x : x)))
 UN_FLT(elu, x < 0 ? A * EXPM1X(x) : x)
-UN_NUM(clip, x<A ? A : x> B ? B : x)
+/* min > max sets every value to max, as ONNX specifies (std::clamp's order: max last) */
+UN_NUM(clip, (x > B || A > B) ? B : x < A ? A : x)
 UN_ROW(row_not_bool, uint8_t, x == 0)
+/* Gelu (opset 20): x * Phi(x) with the normal CDF through erf, or tanh's approximation. */
+UN_FLT(gelu, 0.5f * x * (1 + ERFX(x * (__typeof__(x))0.70710678118654752440)))
+UN_FLT(gelu_tanh, 0.5f * x *
+                      (1 + TANHX((__typeof__(x))0.79788456080286535588 *
+                                 (x + (__typeof__(x))0.044715 * x * x * x))))
+
+UN_FLT(sin, SINX(x))
+UN_FLT(cos, COSX(x))
+UN_FLT(round, RINTX(x)) /* halves to even, as ONNX's Round (the default rounding mode) */
+UN_FLT(softsign, x / (1 + FABSX(x)))
+UN_FLT(selu, x > 0 ? B * x : B * A * EXPM1X(x)) /* A = alpha, B = gamma */
+UN_FLT(celu, x > 0 ? x : A * EXPM1X(x / A))
+/* x tanh(softplus(x)), softplus as above */
+UN_FLT(mish, x *TANHX((x > 0 ? x : 0) + LOG1PX(EXPX(x > 0 ? -x : x))))
 
 /* ---------------------------------------------------------------- math ops */
 
@@ -141,6 +161,22 @@ static const un_desc d_not = {1, 0, 0, {[IR_BOOL] = row_not_bool}};
 static const un_desc d_softplus = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(softplus)};
 static const un_desc d_elu = {IR_FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(elu)};
 static const un_desc d_clip = {1, 0, 0, NUM_FNS(clip)};
+static const un_desc d_sin = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(sin)};
+static const un_desc d_cos = {IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(cos)};
+static const un_desc d_round = {1, 0, 0, FLT_FNS(round)};
+static const un_desc d_softsign = {3, 0, 0, FLT_FNS(softsign)};
+static const un_desc d_selu = {IR_FLOPS_TRANSCENDENTAL, 1.67326319217681884765625,
+                               1.05070102214813232421875, FLT_FNS(selu)};
+static const un_desc d_celu = {IR_FLOPS_TRANSCENDENTAL, 1.0, 0, FLT_FNS(celu)};
+static const un_desc d_mish = {3 * IR_FLOPS_TRANSCENDENTAL, 0, 0, FLT_FNS(mish)};
+static const un_desc d_gelu = {IR_FLOPS_TRANSCENDENTAL + 4, 0, 0, FLT_FNS(gelu)};
+static const un_desc d_gelu_tanh = {IR_FLOPS_TRANSCENDENTAL + 7, 0, 0, FLT_FNS(gelu_tanh)};
+
+/* Gelu's `approximate`: "none" (the default) or "tanh"; anything else is refused by its
+ * inference, so the kernel and counts see only these two. */
+static bool gelu_is_tanh(const ir_node *n) {
+    return strcmp(ir_attr_str(n, "approximate", "none"), "tanh") == 0;
+}
 
 static const un_desc *un_desc_of(const ir_node *n) {
     switch (n->op) {
@@ -164,6 +200,14 @@ static const un_desc *un_desc_of(const ir_node *n) {
     case IR_OP_Softplus: return &d_softplus;
     case IR_OP_Elu: return &d_elu;
     case IR_OP_Clip: return &d_clip;
+    case IR_OP_Gelu: return gelu_is_tanh(n) ? &d_gelu_tanh : &d_gelu;
+    case IR_OP_Sin: return &d_sin;
+    case IR_OP_Cos: return &d_cos;
+    case IR_OP_Round: return &d_round;
+    case IR_OP_Softsign: return &d_softsign;
+    case IR_OP_Selu: return &d_selu;
+    case IR_OP_Celu: return &d_celu;
+    case IR_OP_Mish: return &d_mish;
     default: IR_ASSERT(!"not a unary math op"); return NULL;
     }
 }
@@ -179,11 +223,20 @@ static ir_status un_infer_same(ir_graph *g, ir_node *n, const un_fn *fns, ir_dia
 }
 
 static ir_status un_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const char *approx = ir_attr_str(n, "approximate", "none");
+    if (n->op == IR_OP_Gelu && strcmp(approx, "none") && strcmp(approx, "tanh"))
+        return ir_node_fail(d, IR_ERR_INVALID, n, "approximate '%s' is neither 'none' nor 'tanh'",
+                            approx);
     return un_infer_same(g, n, un_desc_of(n)->fns, d);
 }
 
 static double un_flops(const ir_graph *g, const ir_node *n) {
     return un_desc_of(n)->flops * (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
+}
+
+/* One per element, for ops outside the un_desc table (IsNaN, IsInf). */
+static double un_flops_any(const ir_graph *g, const ir_node *n) {
+    return (double)ir_shape_numel(&ir_node_in(g, n, 0)->shape);
 }
 
 static double zero_flops(const ir_graph *g, const ir_node *n) {
@@ -197,8 +250,9 @@ static void un_apply(un_fn fn, const ir_tensor *out, const ir_tensor *in, const 
 
 static ir_status un_kernel(const ir_kernel_ctx *k) {
     const un_desc *ud = un_desc_of(k->node);
+    const char *b_name = k->node->op == IR_OP_Selu ? "gamma" : "beta";
     un_prm P = {.a = ir_attr_float(k->node, "alpha", (float)ud->alpha),
-                .b = ir_attr_float(k->node, "beta", (float)ud->beta)};
+                .b = ir_attr_float(k->node, b_name, (float)ud->beta)};
     un_apply(ud->fns[k->in[0].dtype], &k->out[0], &k->in[0], &P);
     return IR_OK;
 }
@@ -240,6 +294,34 @@ static ir_status clip_kernel(const ir_kernel_ctx *k) {
     clip_bound(k, 1, "min", &P.a, &P.ia);
     clip_bound(k, 2, "max", &P.b, &P.ib);
     un_apply(d_clip.fns[k->in[0].dtype], &k->out[0], &k->in[0], &P);
+    return IR_OK;
+}
+
+/* ---------------------------------------------------------------- IsNaN, IsInf */
+
+/* Float in (float16 and bfloat16 too), bool out. IsInf's detect_negative / detect_positive
+ * (default 1) pick which infinities count. */
+static ir_status isclass_infer(ir_graph *g, ir_node *n, ir_diag *d) {
+    const ir_value *x = ir_node_in(g, n, 0);
+    if (!ir_dtype_is_float(x->dtype))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
+                            ir_dtype_name(x->dtype));
+    ir_set_out(g, n, 0, IR_BOOL, &x->shape);
+    return IR_OK;
+}
+
+static ir_status isclass_kernel(const ir_kernel_ctx *k) {
+    const ir_tensor *x = &k->in[0];
+    uint8_t *o = k->out[0].data;
+    const int64_t n = ir_tensor_numel(x);
+    const bool nan = k->node->op == IR_OP_IsNaN;
+    const bool neg = ir_attr_int(k->node, "detect_negative", 1) != 0,
+               pos = ir_attr_int(k->node, "detect_positive", 1) != 0;
+    IR_PARALLEL_FOR(n >= IR_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        double v = ir_load_f64(x->data, x->dtype, i);
+        o[i] = nan ? isnan(v) : isinf(v) && (v > 0 ? pos : neg);
+    }
     return IR_OK;
 }
 
@@ -342,8 +424,10 @@ static ir_status cast_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         return ir_node_fail(d, IR_ERR_INVALID, n, "attribute 'to' is missing");
     ir_dtype to = ir_dtype_from_onnx((int)a->i);
     if (to == IR_DTYPE_NONE)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "cast to ONNX dtype %lld is not supported",
-                            (long long)a->i);
+        return ir_node_fail(
+            d, IR_ERR_UNSUPPORTED, n, "cast to ONNX dtype %lld is not supported%s", (long long)a->i,
+            a->i >= 17 && a->i <= 26 ? " (float8, int4, float4 and e8m0 types are out of scope)"
+                                     : "");
     return cast_to(g, n, to, d);
 }
 
@@ -481,6 +565,16 @@ UN_MATH(Sign, 0, .grad = ir_grad_Sign)
 UN_MATH(Not, 0)
 UN_MATH(Softplus, 0, .grad = ir_grad_Softplus)
 UN_MATH(Elu, 0, .grad = ir_grad_Elu)
+UN_MATH(Gelu, 0, .grad = ir_grad_Gelu)
+UN_MATH(Sin, 0, .grad = ir_grad_Sin)
+UN_MATH(Cos, 0, .grad = ir_grad_Cos)
+UN_MATH(Round, 0, .grad = ir_grad_Round)
+UN_MATH(Softsign, 0, .grad = ir_grad_Softsign)
+UN_MATH(Selu, 0, .grad = ir_grad_Selu)
+UN_MATH(Celu, 0, .grad = ir_grad_Celu)
+UN_MATH(Mish, 0, .grad = ir_grad_Mish)
+UN_DEF(IsNaN, 1, 1, 1, 0, isclass_infer, un_flops_any, isclass_kernel, ir_dims_first_input)
+UN_DEF(IsInf, 1, 1, 1, 0, isclass_infer, un_flops_any, isclass_kernel, ir_dims_first_input)
 UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, ir_dims_first_input,
        .grad = ir_grad_Clip)
 UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel,

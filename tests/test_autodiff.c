@@ -93,9 +93,10 @@ static void test_where(void **state) {
 
 static void test_unary(void **state) {
     static const ir_op_kind any[] = {
-        IR_OP_Relu,     IR_OP_Sigmoid,   IR_OP_Tanh,       IR_OP_Erf, IR_OP_Exp,
-        IR_OP_Neg,      IR_OP_Abs,       IR_OP_Softplus,   IR_OP_Elu, IR_OP_LeakyRelu,
-        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid};
+        IR_OP_Relu,     IR_OP_Sigmoid,   IR_OP_Tanh,        IR_OP_Erf,  IR_OP_Exp,
+        IR_OP_Neg,      IR_OP_Abs,       IR_OP_Softplus,    IR_OP_Elu,  IR_OP_LeakyRelu,
+        IR_OP_Identity, IR_OP_HardSwish, IR_OP_HardSigmoid, IR_OP_Gelu, IR_OP_Sin,
+        IR_OP_Cos,      IR_OP_Softsign,  IR_OP_Selu,        IR_OP_Celu, IR_OP_Mish};
     gc_in x = P(TU_SHAPE(3, 4));
     x.lo = -4, x.hi = 4; /* HardSwish/HardSigmoid: every branch */
     for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
@@ -108,6 +109,8 @@ static void test_unary(void **state) {
     gc_check(IR_OP_Elu, 1, &x, 1, 1, &alpha, TOL);
     ir_attr hs[2] = {tu_attr_float("alpha", 0.25f), tu_attr_float("beta", 0.4f)};
     gc_check(IR_OP_HardSigmoid, 1, &x, 1, 2, hs, TOL);
+    ir_attr gelu_tanh = tu_attr_str("approximate", "tanh");
+    gc_check(IR_OP_Gelu, 1, &x, 1, 1, &gelu_tanh, TOL);
     /* zero gradient almost everywhere: nothing flows, the parameter's gradient is zero */
     gc_check(IR_OP_Floor, 1, &x, 1, 0, NULL, TOL);
     double lo = -0.5, hi = 2.0;
@@ -115,6 +118,21 @@ static void test_unary(void **state) {
     gc_check(IR_OP_Clip, 3, clip, 1, 0, NULL, TOL);
     gc_in clip_hi[3] = {x, NONE, CF64(TU_SCALAR_SHAPE, &hi)};
     gc_check(IR_OP_Clip, 3, clip_hi, 1, 0, NULL, TOL);
+}
+
+/* ReduceL1, ReduceSumSquare, ReduceLogSum (positive inputs) and ReduceLogSumExp, over one axis
+ * (kept and dropped) and over all. */
+static void test_reduce_more(void **state) {
+    static const ir_op_kind ops[] = {IR_OP_ReduceL1, IR_OP_ReduceSumSquare, IR_OP_ReduceLogSum,
+                                     IR_OP_ReduceLogSumExp};
+    int64_t ax1[] = {1};
+    ir_attr keep0[2] = {tu_attr_ints("axes", 1, ax1), tu_attr_int("keepdims", 0)};
+    gc_in xp = PPOS(TU_SHAPE(2, 3, 4));
+    for (size_t i = 0; i < 4; i++) {
+        gc_check(ops[i], 1, &xp, 1, 2, keep0, TOL);
+        gc_check(ops[i], 1, &xp, 1, 1, keep0, TOL);
+        gc_check(ops[i], 1, &xp, 1, 0, NULL, TOL);
+    }
 }
 
 static void test_dropout_cast(void **state) {
@@ -194,6 +212,11 @@ static void test_index_ops(void **state) {
     gc_in gs[2] = {P(TU_SHAPE(2, 3, 2)),
                    {.kind = GC_CONST, .dtype = IR_I64, .shape = TU_SCALAR_SHAPE, .data = &one}};
     gc_check(IR_OP_Gather, 2, gs, 1, 1, &ax1, TOL); /* scalar index: x[:, 1] */
+    static const int64_t k2[] = {2};
+    gc_in tk[2] = {P(TU_SHAPE(3, 5)), CI64(1, k2)};
+    gc_check(IR_OP_TopK, 2, tk, 2, 0, NULL, TOL); /* Values and Indices, along the last axis */
+    ir_attr tk_attrs[2] = {tu_attr_int("axis", 0), tu_attr_int("largest", 0)};
+    gc_check(IR_OP_TopK, 2, tk, 1, 2, tk_attrs, TOL); /* the smallest, along axis 0 */
     gc_in ge[2] = {P(TU_SHAPE(3, 2)),
                    {.kind = GC_CONST, .dtype = IR_I64, .shape = TU_SHAPE(2, 2), .data = idx2}};
     gc_check(IR_OP_GatherElements, 2, ge, 1, 0, NULL, TOL);
@@ -596,15 +619,25 @@ static void test_integer_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_binary),       cmocka_unit_test(test_pow),
-        cmocka_unit_test(test_where),        cmocka_unit_test(test_unary),
-        cmocka_unit_test(test_dropout_cast), cmocka_unit_test(test_shape_ops),
-        cmocka_unit_test(test_layout_ops),   cmocka_unit_test(test_index_ops),
-        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_losses),       cmocka_unit_test(test_optimizers),
-        cmocka_unit_test(test_tied_weights), cmocka_unit_test(test_matmul_transposed_weight),
-        cmocka_unit_test(test_frozen),       cmocka_unit_test(test_eager_order),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_integer_paths),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_pow),
+        cmocka_unit_test(test_where),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_reduce_more),
+        cmocka_unit_test(test_dropout_cast),
+        cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_layout_ops),
+        cmocka_unit_test(test_index_ops),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_losses),
+        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_tied_weights),
+        cmocka_unit_test(test_matmul_transposed_weight),
+        cmocka_unit_test(test_frozen),
+        cmocka_unit_test(test_eager_order),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_integer_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -585,6 +585,54 @@ static void test_fd_instancenorm(void **st) {
     check_case(&k);
 }
 
+/* GroupNormalization at opset 21 (scale and bias per channel) and 18 (per group). */
+static void test_fd_groupnorm(void **st) {
+    gcase k = {.op = IR_OP_GroupNormalization,
+               .n_in = 3,
+               .in = {P(F32, S(2, 6, 3, 2), rnd(F32, S(2, 6, 3, 2), 60)),
+                      P(F32, S(6), rnd(F32, S(6), 61)), P(F32, S(6), rnd(F32, S(6), 62))},
+               .n_out = 1,
+               .n_attrs = 2,
+               .attrs = {tu_attr_int("num_groups", 3), tu_attr_float("epsilon", 1e-3f)},
+               .opset = 21,
+               FD32};
+    check_case(&k);
+    gcase k18 = {.op = IR_OP_GroupNormalization,
+                 .n_in = 3,
+                 .in = {P(F32, S(2, 6, 4), rnd(F32, S(2, 6, 4), 63)),
+                        P(F32, S(2), rnd(F32, S(2), 64)), P(F32, S(2), rnd(F32, S(2), 65))},
+                 .n_out = 1,
+                 .n_attrs = 1,
+                 .attrs = {tu_attr_int("num_groups", 2)},
+                 .opset = 18,
+                 .train = true,
+                 FD32};
+    check_case(&k18);
+}
+
+/* DepthToSpace (DCR) and SpaceToDepth: each one's gradient is the other. */
+static void test_fd_space(void **st) {
+    gcase k = {.op = IR_OP_DepthToSpace,
+               .n_in = 1,
+               .in = {P(F32, S(2, 8, 2, 3), rnd(F32, S(2, 8, 2, 3), 70))},
+               .n_out = 1,
+               .n_attrs = 1,
+               .attrs = {tu_attr_int("blocksize", 2)},
+               .opset = 13,
+               FD32};
+    check_case(&k);
+    gcase k2 = {.op = IR_OP_SpaceToDepth,
+                .n_in = 1,
+                .in = {P(F32, S(1, 3, 4, 6), rnd(F32, S(1, 3, 4, 6), 71))},
+                .n_out = 1,
+                .n_attrs = 1,
+                .attrs = {tu_attr_int("blocksize", 2)},
+                .opset = 13,
+                .train = true,
+                FD32};
+    check_case(&k2);
+}
+
 static void test_fd_softmax(void **st) {
     gcase k = {.op = IR_OP_Softmax,
                .n_in = 1,
@@ -1259,6 +1307,8 @@ int main(void) {
         T(test_fd_batchnorm),
         T(test_fd_layernorm),
         T(test_fd_instancenorm),
+        T(test_fd_groupnorm),
+        T(test_fd_space),
         T(test_fd_softmax),
         T(test_fd_reduce_sum_mean),
         T(test_fd_reduce_max_min_l2_prod),

@@ -1,4 +1,4 @@
-/* test_ops_index.c - Gather, GatherElements, ScatterND and Trilu against naive loops written
+/* test_ops_index.c - Gather, GatherElements, ScatterND, Trilu and TopK against naive loops written
  * from the ONNX definitions, plus their error paths (out-of-range indices name the value). */
 #include "test-util.h"
 
@@ -261,6 +261,34 @@ static void test_trilu(void **state) {
     assert_int_equal(run_one(IR_OP_Trilu, 1, in, 0, NULL, out, &d), IR_ERR_SHAPE);
 }
 
+/* ---------------------------------------------------------------- TopK */
+
+/* TopK along the last axis: values and indices, ties in index order, largest and smallest. */
+static void test_topk(void **state) {
+    float x[2 * 5] = {3, 1, 4, 1, 5, /* */ 9, 2, 6, 5, 3};
+    double xd[2 * 5];
+    for (int i = 0; i < 10; i++) xd[i] = x[i];
+    int64_t k3 = 3;
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int largest = 0; largest < 2; largest++) {
+            tu_in in[2] = {tu_data_in(f64 ? IR_F64 : IR_F32, TU_SHAPE(2, 5), f64 ? (void *)xd : x),
+                           {.dtype = IR_I64, .shape = TU_SHAPE(1), .data = &k3, .constant = true}};
+            ir_attr a = tu_attr_int("largest", largest);
+            ir_tensor out[2];
+            ir_diag d = {{0}};
+            if (tu_run_op(IR_OP_TopK, 2, in, 2, 1, &a, out, &d) != IR_OK) fail_msg("%s", d.msg);
+            tu_expect_shape(&out[0], TU_SHAPE(2, 3));
+            static const int64_t big[6] = {4, 2, 0, 0, 2, 3}, small[6] = {1, 3, 0, 1, 4, 3};
+            const int64_t *want = largest ? big : small;
+            assert_memory_equal(out[1].data, want, sizeof big);
+            for (int i = 0; i < 6; i++) {
+                double v = f64 ? ((double *)out[0].data)[i] : ((float *)out[0].data)[i];
+                assert_true(v == x[(i / 3) * 5 + want[i]]);
+            }
+            tu_free_outputs(2, out);
+        }
+}
+
 static void test_op_table(void **state) {
     /* strong references: they pull ops-index.o out of the static library while the op table
      * refers to definitions weakly */
@@ -274,7 +302,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_op_table),        cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_elements), cmocka_unit_test(test_scatter_nd),
-        cmocka_unit_test(test_trilu),
+        cmocka_unit_test(test_trilu),           cmocka_unit_test(test_topk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

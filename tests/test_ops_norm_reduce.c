@@ -414,6 +414,17 @@ static void test_argmax(void **st) {
     int64_t e_last[6] = {3, 3, 2, 1, 0, 3};
     assert_memory_equal(out[0].data, e_last, sizeof e_last);
     tu_free_outputs(1, out);
+    /* ArgMin: the first minimum, then the last */
+    assert_int_equal(tu_run_op(IR_OP_ArgMin, 1, in, 1, 3, at, out, &d), IR_OK);
+    int64_t m_last[6] = {0, 3, 3, 2, 1, 2};
+    assert_memory_equal(out[0].data, m_last, sizeof m_last);
+    tu_free_outputs(1, out);
+    at[2] = tu_attr_int("select_last_index", 0);
+    assert_int_equal(tu_run_op(IR_OP_ArgMin, 1, in, 1, 3, at, out, &d), IR_OK);
+    int64_t m_first[6] = {0, 0, 3, 2, 1, 0};
+    assert_memory_equal(out[0].data, m_first, sizeof m_first);
+    tu_free_outputs(1, out);
+    at[2] = tu_attr_int("select_last_index", 1);
     /* axis 1, keepdims: [2,1,4] */
     at[0] = tu_attr_int("axis", 1);
     at[1] = tu_attr_int("keepdims", 1);

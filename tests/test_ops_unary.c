@@ -67,6 +67,32 @@ static double r_elu(double x, double a, double b) {
     return x < 0 ? a * (exp(x) - 1) : x;
 }
 
+static double r_gelu(double x, double a, double b) {
+    return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+}
+
+static double r_sin(double x, double a, double b) {
+    return sin(x);
+}
+static double r_cos(double x, double a, double b) {
+    return cos(x);
+}
+static double r_round(double x, double a, double b) {
+    return nearbyint(x);
+}
+static double r_softsign(double x, double a, double b) {
+    return x / (1 + fabs(x));
+}
+static double r_selu(double x, double a, double b) {
+    return x > 0 ? b * x : b * a * (exp(x) - 1);
+}
+static double r_celu(double x, double a, double b) {
+    return x > 0 ? x : a * (exp(x / a) - 1);
+}
+static double r_mish(double x, double a, double b) {
+    return x * tanh(log1p(exp(x)));
+}
+
 typedef struct math_case {
     ir_op_kind op;
     ref_fn ref;
@@ -97,6 +123,15 @@ static const math_case math_cases[] = {
     {IR_OP_Softplus, r_softplus, false, 0, 0, 0},
     {IR_OP_Elu, r_elu, false, 1.0, 0, 0},
     {IR_OP_Elu, r_elu, false, 0.5, 0, 1},
+    {IR_OP_Gelu, r_gelu, false, 0, 0, 0},
+    {IR_OP_Sin, r_sin, false, 0, 0, 0},
+    {IR_OP_Cos, r_cos, false, 0, 0, 0},
+    {IR_OP_Round, r_round, false, 0, 0, 0},
+    {IR_OP_Softsign, r_softsign, false, 0, 0, 0},
+    {IR_OP_Selu, r_selu, false, 1.67326319217681884765625, 1.05070102214813232421875, 0},
+    {IR_OP_Celu, r_celu, false, 1.0, 0, 0},
+    {IR_OP_Celu, r_celu, false, 0.5, 0, 1},
+    {IR_OP_Mish, r_mish, false, 0, 0, 0},
 };
 
 /* Inputs in [-8, 8) (or (0, 8]) so that activations see both saturated and linear regions. */
