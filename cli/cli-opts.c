@@ -78,6 +78,10 @@ static const opt_def defs[] = {
     {CLI_OPT_ATOL, "atol", 0, "X",
      "an output also agrees when the root mean square of its difference is at most X, for"
      " outputs that are zero but for rounding (default: 0, the relative error alone)"},
+    {CLI_OPT_TORCH, "torch", 0, NULL,
+     "emit the plan as a PyTorch module (step(params, inputs), params_from_module(module))"},
+    {CLI_OPT_EMIT, "emit", 0, "torch",
+     "also write the plan as a PyTorch step module, DIR/step.py (magpie emit --torch)"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -297,6 +301,13 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         o->atol = v;
         return CLI_EXIT_OK;
     }
+    case CLI_OPT_TORCH:
+    case CLI_OPT_EMIT:
+        if (!strcmp(od->lng, "emit") && strcmp(val, "torch"))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --emit '%s': the one kind is torch", cmd->name,
+                            val);
+        o->emit = "torch";
+        return CLI_EXIT_OK;
     case CLI_OPT_SEARCH:
     case CLI_OPT_BUDGET: {
         if (!strcmp(od->lng, "quiet")) {

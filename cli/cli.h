@@ -51,6 +51,8 @@ enum cli_opt_mask {
     CLI_OPT_CHECKPOINT = 1u << 15, /* --checkpoint FILE, --checkpoint-every T */
     CLI_OPT_MODEL = 1u << 16,      /* --model PATH (resume: the model moved) */
     CLI_OPT_ATOL = 1u << 17,       /* --atol X (verify) */
+    CLI_OPT_TORCH = 1u << 18,      /* --torch (emit) */
+    CLI_OPT_EMIT = 1u << 19,       /* --emit torch (optimize) */
 };
 
 typedef struct cli_input {
@@ -87,6 +89,7 @@ typedef struct cli_opts {
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */
     double atol;                               /* --atol (verify): 0 when not given */
+    const char *emit; /* --torch (emit) or --emit KIND (optimize): "torch"; NULL when absent */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;
@@ -136,6 +139,10 @@ int cli_cmd_schedule(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_optimize(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o);
 int cli_cmd_resume(const cli_cmd *cmd, const cli_opts *o);
+int cli_cmd_emit(const cli_cmd *cmd, const cli_opts *o);
+/* Writes plan g (read from a plan's optimized.onnx) as a PyTorch step module at path, atomically
+ * (cmd-emit.c); on a refusal or failure reports it and returns the exit status. */
+int cli_emit_torch_file(const ir_graph *g, const char *path);
 /* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
  * with optimize's). */
 const cli_cmd *cli_find_cmd(const char *name);
