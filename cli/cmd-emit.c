@@ -31,8 +31,7 @@ int cli_cmd_emit(const cli_cmd *cmd, const cli_opts *o) {
     if (!o->emit)
         return cli_fail(CLI_EXIT_USAGE, "%s: say which form to emit: --torch (the one there is)",
                         cmd->name);
-    if (!o->out_dir)
-        return cli_fail(CLI_EXIT_USAGE, "%s: -o FILE.py is required", cmd->name);
+    if (!o->out_dir) return cli_fail(CLI_EXIT_USAGE, "%s: -o FILE.py is required", cmd->name);
     const char *in = o->pos[0];
     struct stat sb;
     char *path = NULL;

@@ -50,8 +50,8 @@ static ir_status emit_conv(et_ctx *e, const ir_node *n) {
     const ir_graph *g = et_graph(e);
     const ir_value *x = ir_node_in(g, n, 0), *w = ir_node_in(g, n, 1), *y = ir_node_out(g, n, 0);
     et_geom gm;
-    ir_status st = geom_of(e, n, &x->shape, n->op == IR_OP_Conv ? &y->shape : NULL,
-                           w->shape.dims + 2, &gm);
+    ir_status st =
+        geom_of(e, n, &x->shape, n->op == IR_OP_Conv ? &y->shape : NULL, w->shape.dims + 2, &gm);
     if (st) return st;
     int S = gm.S;
     int64_t group = ir_attr_int(n, "group", 1);
@@ -71,8 +71,8 @@ static ir_status emit_conv(et_ctx *e, const ir_node *n) {
     const char *ap = ir_attr_str(n, "auto_pad", "NOTSET");
     if (ir_attr_find(n, "output_shape") || strcmp(ap, "NOTSET")) {
         for (int i = 0; i < S; i++) {
-            int64_t full = (x->shape.dims[2 + i] - 1) * gm.s[i] + (gm.k[i] - 1) * gm.dl[i] + 1 +
-                           opad[i];
+            int64_t full =
+                (x->shape.dims[2 + i] - 1) * gm.s[i] + (gm.k[i] - 1) * gm.dl[i] + 1 + opad[i];
             int64_t tot = full - out_sp[i];
             if (tot < 0) return et_refuse(e, n, "an output larger than the full transposed conv");
             bool upper = strcmp(ap, "SAME_LOWER") != 0;
@@ -273,8 +273,8 @@ char *et_resize_args(et_ctx *e, const ir_node *n, int scales_in, int rank) {
     const ir_graph *g = et_graph(e);
     bool old = g->opset > 0 && g->opset < 11;
     const char *mode = ir_attr_str(n, "mode", "nearest");
-    const char *ctm = ir_attr_str(n, "coordinate_transformation_mode",
-                                  old ? "asymmetric" : "half_pixel");
+    const char *ctm =
+        ir_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel");
     const char *rnd = ir_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor");
     if (strcmp(mode, "nearest") && strcmp(mode, "linear")) return NULL;
     double sc[IR_MAX_RANK];
@@ -303,8 +303,8 @@ static ir_status emit_resize(et_ctx *e, const ir_node *n) {
     char *args = et_resize_args(e, n, scales_in, x->shape.rank);
     if (!args) return et_refuse(e, n, "mode '%s'", ir_attr_str(n, "mode", "nearest"));
     et_use(e, "resize");
-    et_line(e, "%s = _resize(%s, %s, %s)", et_out(e, n, 0), et_in(e, n, 0),
-            et_shape(e, &y->shape), args);
+    et_line(e, "%s = _resize(%s, %s, %s)", et_out(e, n, 0), et_in(e, n, 0), et_shape(e, &y->shape),
+            args);
     free(args);
     return IR_OK;
 }

@@ -121,8 +121,9 @@ static ir_status emit_binary(et_ctx *e, const ir_node *n) {
 
 /* Min, Max, Sum: variadic, broadcasting. */
 static ir_status emit_variadic(et_ctx *e, const ir_node *n) {
-    const char *fn = n->op == IR_OP_Min ? "torch.minimum" : n->op == IR_OP_Max ? "torch.maximum"
-                                                                              : "torch.add";
+    const char *fn = n->op == IR_OP_Min   ? "torch.minimum"
+                     : n->op == IR_OP_Max ? "torch.maximum"
+                                          : "torch.add";
     const char *y = et_out(e, n, 0);
     if (n->n_in == 1) {
         et_line(e, "%s = %s.clone()", y, et_in(e, n, 0));
@@ -232,9 +233,8 @@ static ir_status emit_constant_of_shape(et_ctx *e, const ir_node *n) {
 static ir_status emit_range(et_ctx *e, const ir_node *n) {
     const ir_value *o = ir_node_out(et_graph(e), n, 0);
     et_use(e, "range");
-    et_line(e, "%s = _range(%s, %s, %s, %lld, %s)", et_out(e, n, 0), et_in(e, n, 0),
-            et_in(e, n, 1), et_in(e, n, 2), (long long)ir_shape_numel(&o->shape),
-            et_dtype(o->dtype));
+    et_line(e, "%s = _range(%s, %s, %s, %lld, %s)", et_out(e, n, 0), et_in(e, n, 0), et_in(e, n, 1),
+            et_in(e, n, 2), (long long)ir_shape_numel(&o->shape), et_dtype(o->dtype));
     return IR_OK;
 }
 
@@ -279,8 +279,7 @@ static ir_status emit_concat(et_ctx *e, const ir_node *n) {
     char buf[4096];
     size_t len = 0;
     for (int i = 0; i < n->n_in && len < sizeof buf - 64; i++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "",
-                                et_in(e, n, i));
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", et_in(e, n, i));
     if (len >= sizeof buf - 64) return et_refuse(e, n, "too many inputs");
     et_line(e, "%s = torch.cat([%s], %d)", et_out(e, n, 0), buf, axis);
     return IR_OK;
@@ -298,14 +297,14 @@ static ir_status emit_split(et_ctx *e, const ir_node *n) {
         if (!o) continue;
         int64_t len = o->shape.dims[axis];
         if (et_out_used(e, n, i))
-            et_line(e, "%s = %s.narrow(%d, %lld, %lld).clone(memory_format=torch.contiguous_format)",
+            et_line(e,
+                    "%s = %s.narrow(%d, %lld, %lld).clone(memory_format=torch.contiguous_format)",
                     et_out(e, n, i), et_in(e, n, 0), axis, (long long)off, (long long)len);
         off += len;
     }
     /* parts without readers are never computed (nothing to free) */
     for (int i = 0; i < n->n_out; i++)
-        if (n->out[i] >= 0 && !et_out_used(e, n, i))
-            et_line(e, "%s = None", et_out(e, n, i));
+        if (n->out[i] >= 0 && !et_out_used(e, n, i)) et_line(e, "%s = None", et_out(e, n, i));
     return IR_OK;
 }
 
@@ -419,8 +418,8 @@ static ir_status emit_gather(et_ctx *e, const ir_node *n) {
         return et_refuse(e, n, "axis out of range");
     et_use(e, "gather");
     et_line(e, "%s = %s(%s, %s, %d)", et_out(e, n, 0),
-            n->op == IR_OP_Gather ? "_gather" : "_gather_elements", et_in(e, n, 0),
-            et_in(e, n, 1), axis);
+            n->op == IR_OP_Gather ? "_gather" : "_gather_elements", et_in(e, n, 0), et_in(e, n, 1),
+            axis);
     return IR_OK;
 }
 

@@ -20,7 +20,10 @@ static ir_status emit_unary_grad(et_ctx *e, const ir_node *n) {
     et_use(e, "unary_grad");
     et_line(e, "%s = _unary_grad(\"%s\", %s, %s, %s, %s, %s, %s)", et_out(e, n, 0), op,
             et_in(e, n, 0), et_in(e, n, 1),
-            et_float(e, ir_attr_float(n, "alpha", hs ? 0.2f : lr ? 0.01f : 1.0f)),
+            et_float(e, ir_attr_float(n, "alpha",
+                                      hs   ? 0.2f
+                                      : lr ? 0.01f
+                                           : 1.0f)),
             et_float(e, ir_attr_float(n, "beta", 0.5f)),
             et_float(e, ir_attr_float(n, "min", -__builtin_inff())),
             et_float(e, ir_attr_float(n, "max", __builtin_inff())));
@@ -52,8 +55,8 @@ static ir_status emit_sce(et_ctx *e, const ir_node *n) {
     long long ignore = (long long)ir_attr_int(n, "ignore_index", -100);
     et_use(e, "sce");
     if (n->op == IR_OP_SoftmaxCrossEntropy)
-        et_line(e, "%s, %s = _sce(%s, %s, %lld)", et_out(e, n, 0), et_out(e, n, 1),
-                et_in(e, n, 0), et_in(e, n, 1), ignore);
+        et_line(e, "%s, %s = _sce(%s, %s, %lld)", et_out(e, n, 0), et_out(e, n, 1), et_in(e, n, 0),
+                et_in(e, n, 1), ignore);
     else
         et_line(e, "%s = _sce_grad(%s, %s, %s, %lld)", et_out(e, n, 0), et_in(e, n, 0),
                 et_in(e, n, 1), et_in(e, n, 2), ignore);
@@ -197,9 +200,9 @@ static ir_status emit_norm_grad(et_ctx *e, const ir_node *n) {
     switch (n->op) {
     case IR_OP_BatchNormGrad:
         et_use(e, "batchnorm_grad");
-        et_line(e, "%s, %s, %s = _bn_grad(%s, %s, %s, %s, %s, %s, %s)", o0, o1, o2,
-                et_in(e, n, 0), et_in(e, n, 1), et_in(e, n, 2), et_in(e, n, 3), et_in(e, n, 4),
-                eps, ir_attr_int(n, "training_mode", 0) ? "True" : "False");
+        et_line(e, "%s, %s, %s = _bn_grad(%s, %s, %s, %s, %s, %s, %s)", o0, o1, o2, et_in(e, n, 0),
+                et_in(e, n, 1), et_in(e, n, 2), et_in(e, n, 3), et_in(e, n, 4), eps,
+                ir_attr_int(n, "training_mode", 0) ? "True" : "False");
         break;
     case IR_OP_LayerNormGrad: {
         int axis;

@@ -40,7 +40,9 @@ struct et_ctx {
     int n_sections;
 };
 
-const ir_graph *et_graph(const et_ctx *e) { return e->g; }
+const ir_graph *et_graph(const et_ctx *e) {
+    return e->g;
+}
 
 static const char *keep_str(et_ctx *e, char *s) {
     if (!s) return "None";
@@ -101,7 +103,9 @@ const char *et_ints(et_ctx *e, const int64_t *v, int n, bool list) {
     return keep_str(e, s);
 }
 
-const char *et_shape(et_ctx *e, const ir_shape *s) { return et_ints(e, s->dims, s->rank, false); }
+const char *et_shape(et_ctx *e, const ir_shape *s) {
+    return et_ints(e, s->dims, s->rank, false);
+}
 
 const char *et_dtype(ir_dtype t) {
     switch (t) {
@@ -170,7 +174,8 @@ ir_status et_refuse(et_ctx *e, const ir_node *n, const char *why, ...) {
     vsnprintf(buf, sizeof buf, why, ap);
     va_end(ap);
     return ir_node_fail(e->d, IR_ERR_UNSUPPORTED, n, "op %s%s%s has no PyTorch form in emit: %s",
-                        n->domain && *n->domain ? n->domain : "", n->domain && *n->domain ? "." : "",
+                        n->domain && *n->domain ? n->domain : "",
+                        n->domain && *n->domain ? "." : "",
                         n->op_type ? n->op_type : ir_op_name(n->op), buf);
 }
 
@@ -192,7 +197,9 @@ static void emit_const_data(et_ctx *e, int v) {
     fputs("\")\n", e->cst);
 }
 
-static const char *var_name(et_ctx *e, int v) { return fmt_str(e, "v%d", v); }
+static const char *var_name(et_ctx *e, int v) {
+    return fmt_str(e, "v%d", v);
+}
 
 /* Binds resident v (a parameter, graph input or constant) in the prologue, once. */
 static void bind_resident(et_ctx *e, int v) {
@@ -311,8 +318,7 @@ static void emit_frees(et_ctx *e, int i) {
         int cnt = pass == 0 ? n->n_in : n->n_out;
         for (int k = 0; k < cnt; k++) {
             int v = pass == 0 ? n->in[k] : n->out[k];
-            if (v < 0 || e->kind[v] != ET_PRODUCED || (g->values[v].flags & IR_VF_OUTPUT))
-                continue;
+            if (v < 0 || e->kind[v] != ET_PRODUCED || (g->values[v].flags & IR_VF_OUTPUT)) continue;
             if (pass == 0 ? e->last_use[v] != i : e->last_use[v] >= 0) continue;
             bool dup = false; /* the same value twice among the inputs */
             for (int j = 0; j < k && pass == 0; j++) dup |= n->in[j] == v;
@@ -359,12 +365,13 @@ static void write_names(et_ctx *e, FILE *f, const char *what, enum et_kind kind)
 
 static void write_module(et_ctx *e, FILE *f) {
     const ir_graph *g = e->g;
-    fprintf(f, "\"\"\"A training (or inference) step emitted by `magpie emit --torch` from %s.\n\n"
-               "step(params, inputs) runs magpie's plan, node by node in the schedule's order,\n"
-               "with PyTorch ops: params maps parameter names (PARAMS; optionally BUFFERS) to\n"
-               "tensors, inputs maps graph input names (INPUTS) to tensors; the result maps\n"
-               "each graph output's name (OUTPUTS) to its tensor. params_from_module(m) binds\n"
-               "a torch.nn.Module's parameters and buffers by name. Runs on any device.\n\"\"\"\n",
+    fprintf(f,
+            "\"\"\"A training (or inference) step emitted by `magpie emit --torch` from %s.\n\n"
+            "step(params, inputs) runs magpie's plan, node by node in the schedule's order,\n"
+            "with PyTorch ops: params maps parameter names (PARAMS; optionally BUFFERS) to\n"
+            "tensors, inputs maps graph input names (INPUTS) to tensors; the result maps\n"
+            "each graph output's name (OUTPUTS) to its tensor. params_from_module(m) binds\n"
+            "a torch.nn.Module's parameters and buffers by name. Runs on any device.\n\"\"\"\n",
             g->source ? g->source : "a plan");
     write_section(f, "core");
     fputc('\n', f);

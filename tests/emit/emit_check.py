@@ -132,7 +132,21 @@ def main(argv):
     os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, "plan")
     model_path = os.path.join(FIXTURES, "numeric", fixture, "model.onnx")
-    run_optimize(magpie, model_path, plan, extra)
+    if extra and extra[0] == "--force":  # --force FAMILY FORCE_PLAN: one rewrite of FAMILY
+        fam, tool = extra[1], extra[2]
+        r = subprocess.run([tool, model_path, plan, fam], capture_output=True, text=True)
+        if r.returncode:
+            print(r.stderr)
+            return 1
+        r = subprocess.run([magpie, "emit", plan, "--torch", "-o",
+                            os.path.join(plan, "step.py")], capture_output=True, text=True)
+        if r.returncode:
+            print(r.stderr)
+            return 1
+        extra = ["--force", fam]
+        require = require or {"fission": "FissionSlice", "remat": None, "swap": "Store"}[fam]
+    else:
+        run_optimize(magpie, model_path, plan, extra)
     ops = plan_ops(plan)
     if require and not ops.get(require):
         print(f"FAIL: the plan of {fixture} ({' '.join(extra)}) has no {require} node: {ops}")
