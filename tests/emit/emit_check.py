@@ -53,6 +53,14 @@ def fixture_model(name):
     return model, inputs, gf.flatten_outputs
 
 
+def flatten(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    return [t for o in out for t in flatten(o)]
+
+
 def autograd_ref(model, inputs, order, dtype, flatten, loss_fn):
     """loss and gradient of every named parameter (zeros for buffers) of a copy of model in
     dtype, with loss_fn of the first output."""
