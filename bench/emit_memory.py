@@ -21,6 +21,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "emit"))
 import emit_check  # noqa: E402
 
+# usage: see the docstring; the eager figure is `magpie inspect FIXTURE/model.onnx --train`
+
 
 def resident_bytes(tensors):
     seen, total = set(), 0
@@ -49,8 +51,9 @@ def cpu_peak(fn):
     return peak
 
 
-def predicted(magpie, onnx_path):
-    r = subprocess.run([magpie, "inspect", onnx_path, "--json"], capture_output=True, text=True)
+def predicted(magpie, onnx_path, *extra):
+    r = subprocess.run([magpie, "inspect", onnx_path, "--json", *extra], capture_output=True,
+                       text=True)
     if r.returncode:
         raise SystemExit(r.stderr)
     j = json.loads(r.stdout)
@@ -81,10 +84,15 @@ def main(argv):
     m.zero_grad(set_to_none=True)
     res = resident_bytes(list(m.parameters()) + list(m.buffers()) + list(inputs.values()))
     plain_peak = cpu_peak(plain) + res
-    print(f"{'plan':48s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s} {'vs plain':>8s}")
+    eager = predicted(magpie, os.path.join(emit_check.FIXTURES, "numeric", fixture, "model.onnx"),
+                      "--train")
+    print(f"{fixture}: magpie's eager training graph {eager} B predicted; the plain PyTorch step "
+          f"(forward + backward) {plain_peak} B measured")
+    print(f"{'plan':40s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s} "
+          f"{'pred/eager':>10s} {'meas/plain':>10s}")
     for plan, pred, peak in rows:
-        print(f"{plan[-48:]:48s} {pred:10d} {peak:10d} {peak / pred:9.3f} {peak / plain_peak:8.3f}")
-    print(f"{'plain PyTorch step (forward + backward)':48s} {'':>10s} {plain_peak:10d}")
+        print(f"{plan[-40:]:40s} {pred:10d} {peak:10d} {peak / pred:9.3f} {pred / eager:10.3f} "
+              f"{peak / plain_peak:10.3f}")
 
 
 if __name__ == "__main__":
