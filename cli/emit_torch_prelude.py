@@ -544,12 +544,13 @@ def _gather_elements_grad(dy, idx, shape, axis):
 #@ unary_grad
 def _unary_grad(op, dy, t, alpha, beta, lo, hi):
     """UnaryGrad: dY * f'(T), T the forward input or output as ops-train.c's file comment says."""
+    # PyTorch's own backward kernels where it has them: one output, no full-size temporaries
     if op == "Relu":
-        return dy * (t > 0).to(dy.dtype)
+        return torch.ops.aten.threshold_backward(dy, t, 0)
     if op == "LeakyRelu":
         return torch.where(t > 0, dy, dy * alpha)
     if op == "Sigmoid":
-        return dy * t * (1 - t)
+        return torch.ops.aten.sigmoid_backward(dy, t)
     if op == "HardSigmoid":
         z = alpha * t + beta
         return dy * ((z > 0) & (z < 1)).to(dy.dtype) * alpha
@@ -558,7 +559,7 @@ def _unary_grad(op, dy, t, alpha, beta, lo, hi):
                                                                   torch.ones_like(t)))
         return dy * d
     if op == "Tanh":
-        return dy * (1 - t * t)
+        return torch.ops.aten.tanh_backward(dy, t)
     if op == "Erf":
         return dy * (1.1283791670955126 * torch.exp(-t * t))
     if op == "Exp":
