@@ -136,7 +136,7 @@ static const cli_cmd cmds[] = {
             "memory on a second CUDA stream, and applies the optimizer step in place; and\n"
             "params_from_module(module) binds a torch.nn.Module's parameters and buffers by\n"
             "name. An op without a PyTorch form is refused (exit 2, naming it); no file is left.",
-        .opts = CLI_OPT_TORCH | CLI_OPT_OUTDIR | CLI_OPT_JSON,
+        .opts = CLI_OPT_TORCH | CLI_OPT_OUTDIR | CLI_OPT_JSON | CLI_OPT_SHAPE | CLI_OPT_DATA,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_emit,
