@@ -243,16 +243,22 @@ static et_op_fn lookup(ir_op_kind k) {
     return f;
 }
 
-/* The parameters of a training plan: the residents X whose "X.grad" or "X.new" is an output. */
-static bool is_trained(const ir_graph *g, const char *name) {
+/* The parameters of a training plan: the residents X whose "X.grad" is an output, and the
+ * tensors an optimizer update writes as its parameter (input 0); its other written inputs are
+ * optimizer state (zeros in the plan, or the caller's tensors: BUFFERS). */
+static bool is_trained(const ir_graph *g, int v) {
+    const char *name = g->values[v].name;
     size_t len = strlen(name);
     for (int i = 0; i < g->n_outputs; i++) {
         const char *o = g->values[g->outputs[i]].name;
-        size_t ol = strlen(o);
-        if (ol == len + 5 && strncmp(o, name, len) == 0 && strcmp(o + len, ".grad") == 0)
+        if (strlen(o) == len + 5 && strncmp(o, name, len) == 0 && strcmp(o + len, ".grad") == 0)
             return true;
-        if (ol == len + 4 && strncmp(o, name, len) == 0 && strcmp(o + len, ".new") == 0)
-            return true;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        bool update =
+            n->op == IR_OP_SGDUpdate || n->op == IR_OP_MomentumUpdate || n->op == IR_OP_AdamUpdate;
+        if (update && n->n_in > 0 && n->in[0] == v) return true;
     }
     return false;
 }
@@ -271,7 +277,7 @@ static ir_status classify(et_ctx *e) {
         e->last_use[v] = -1;
         if (val->producer >= 0) continue;
         if (val->blob)
-            e->kind[v] = is_trained(g, val->name) ? ET_PARAM : ET_CONST;
+            e->kind[v] = is_trained(g, v) ? ET_PARAM : ET_CONST;
         else
             e->kind[v] = ET_INPUT;
     }

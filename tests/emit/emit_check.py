@@ -79,6 +79,40 @@ def autograd_ref(model, inputs, order, dtype, flatten, loss_fn):
     return loss.detach().double(), grads
 
 
+def loss_inputs(kind, model, inputs, order, flatten):
+    """The extra graph input --loss adds (magpie's names: 'target', 'labels') and the loss."""
+    import torch.nn.functional as F
+    if kind == "sum":
+        return {}, lambda y: y.sum()
+    with torch.no_grad():
+        y = flatten(copy.deepcopy(model)(*[inputs[n] for n in order]))[0]
+    g = torch.Generator().manual_seed(5)
+    if kind == "mse":
+        t = torch.randn(y.shape, generator=g)
+        return {"target": t}, lambda out: F.mse_loss(out, t.to(out.dtype))
+    lab = torch.randint(0, y.shape[-1], y.shape[:-1], generator=g)
+    return {"labels": lab}, lambda out: F.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                        lab.reshape(-1))
+
+
+def optim_ref(model, grads, dtype, kind, lr):
+    """Each parameter (and buffer magpie trains) after one torch.optim step with grads."""
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+    out = {}
+    for n, t in named.items():
+        if not t.is_floating_point():
+            continue
+        c = t.detach().to(dtype).clone().requires_grad_(True)
+        c.grad = grads[n].to(dtype)
+        opt = (torch.optim.SGD([c], lr=lr) if kind == "sgd" else
+               torch.optim.SGD([c], lr=lr, momentum=0.9) if kind == "momentum" else
+               torch.optim.Adam([c], lr=lr))
+        opt.step()
+        out[n] = c.detach().double()
+    return out
+
+
 def judge(name, got, ref64, plain32, floor):
     got, plain32 = got.detach().double().cpu(), plain32.double().cpu()
     err = (got - ref64).norm().item()
@@ -88,15 +122,16 @@ def judge(name, got, ref64, plain32, floor):
     return err <= bound, err, bound
 
 
-def compare(out, ref, plain, params, verbose=True):
-    """Compares the emitted step's outputs with the references; returns the failures."""
+def compare(out, ref, plain, params, verbose=True, suffix=".grad"):
+    """Compares the emitted step's outputs with the references (gradients, or with
+    suffix ".new" the parameters after the optimizer step); returns the failures."""
     loss64, g64 = ref
     loss32, g32 = plain
     floor = 1e-6 * max([g.norm().item() for g in g64.values()] + [1e-30])
     fails = []
     rows = [("loss", out["loss"], loss64, loss32)]
     for p in params:
-        rows.append((p + ".grad", out[p + ".grad"], g64[p], g32[p]))
+        rows.append((p + suffix, out[p + suffix], g64[p], g32[p]))
     for name, got, r64, p32 in rows:
         ok, err, bound = judge(name, got, r64, p32, floor if name != "loss" else 0.0)
         if not ok:
@@ -161,12 +196,23 @@ def main(argv):
         return 1
     mod = load_module(os.path.join(plan, "step.py"))
     model, inputs, flatten = fixture_model(fixture)
-    order = [n for n, _, _ in mod.INPUTS]
-    ref = autograd_ref(model, inputs, order, torch.float64, flatten, lambda y: y.sum())
-    plain = autograd_ref(model, inputs, order, torch.float32, flatten, lambda y: y.sum())
+    opt = lambda k, d: extra[extra.index(k) + 1] if k in extra else d  # noqa: E731
+    loss, optim, lr = opt("--loss", "sum"), opt("--optimizer", "none"), float(opt("--lr", 0.01))
+    order = [n for n in inputs]
+    more, loss_fn = loss_inputs(loss, model, inputs, order, flatten)
+    ref = autograd_ref(model, inputs, order, torch.float64, flatten, loss_fn)
+    plain = autograd_ref(model, inputs, order, torch.float32, flatten, loss_fn)
+    suffix = ".grad"
+    if optim != "none":
+        ref = (ref[0], optim_ref(model, ref[1], torch.float64, optim, lr))
+        plain = (plain[0], optim_ref(model, plain[1], torch.float32, optim, lr))
+        suffix = ".new"
     P = mod.params_from_module(copy.deepcopy(model))
-    out = mod.step(P, inputs)
-    fails = compare(out, ref, plain, mod.PARAMS)
+    out = mod.step(P, dict(inputs, **more))
+    fails = compare(out, ref, plain, mod.PARAMS, suffix=suffix)
+    if optim != "none":  # the update is applied in place, to the module's own tensors
+        fails += [p + ".new (not in place)" for p in mod.PARAMS
+                  if out[p + ".new"].data_ptr() != P[p].data_ptr()]
     marks = {k: ops.get(k, 0) for k in ("Store", "Load", "FissionSlice", "FissionAssemble",
                                          "FissionAccumulate")}
     print(f"{fixture} {' '.join(extra)}: {len(mod.PARAMS)} gradients + loss, "
