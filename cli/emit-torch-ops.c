@@ -69,7 +69,8 @@ static ir_status emit_clip(et_ctx *e, const ir_node *n) {
 
 static ir_status emit_cast(et_ctx *e, const ir_node *n) {
     const ir_value *o = ir_node_out(et_graph(e), n, 0);
-    et_line(e, "%s = %s.to(%s, copy=True)", et_out(e, n, 0), et_in(e, n, 0), et_dtype(o->dtype));
+    et_line(e, "%s = %s.to(%s, copy=True)", et_out(e, n, 0), et_in(e, n, 0),
+            et_run_dtype(e, o->dtype));
     return IR_OK;
 }
 
@@ -186,7 +187,7 @@ static char *tensor_attr(et_ctx *e, const ir_attr *a) {
             else
                 fprintf(f, "%s%lld", i ? ", " : "", (long long)ir_load_i64(p, a->t_dtype, i));
         }
-        fprintf(f, "], dtype=%s, device=dev).reshape(%s)", et_dtype(a->t_dtype),
+        fprintf(f, "], dtype=%s, device=dev).reshape(%s)", et_run_dtype(e, a->t_dtype),
                 et_shape(e, &a->t_shape));
         fclose(f);
         return s;
@@ -207,7 +208,7 @@ static ir_status emit_constant(et_ctx *e, const ir_node *n) {
     }
     if ((a = ir_attr_find(n, "value_float")))
         et_line(e, "%s = torch.tensor(%s, dtype=%s, device=dev)", et_out(e, n, 0),
-                et_float(e, a->f), et_dtype(o->dtype));
+                et_float(e, a->f), et_run_dtype(e, o->dtype));
     else if ((a = ir_attr_find(n, "value_int")))
         et_line(e, "%s = torch.tensor(%lld, dtype=%s, device=dev)", et_out(e, n, 0),
                 (long long)a->i, et_dtype(o->dtype));
@@ -226,7 +227,7 @@ static ir_status emit_constant_of_shape(et_ctx *e, const ir_node *n) {
     if (a && a->type == IR_ATTR_TENSOR && a->t_blob)
         v = ir_load_f64(ir_blob_data(a->t_blob), a->t_dtype, 0);
     et_line(e, "%s = torch.full(%s, %s, dtype=%s, device=dev)", et_out(e, n, 0),
-            et_shape(e, &o->shape), et_float(e, v), et_dtype(o->dtype));
+            et_shape(e, &o->shape), et_float(e, v), et_run_dtype(e, o->dtype));
     return IR_OK;
 }
 
@@ -234,7 +235,7 @@ static ir_status emit_range(et_ctx *e, const ir_node *n) {
     const ir_value *o = ir_node_out(et_graph(e), n, 0);
     et_use(e, "range");
     et_line(e, "%s = _range(%s, %s, %s, %lld, %s)", et_out(e, n, 0), et_in(e, n, 0), et_in(e, n, 1),
-            et_in(e, n, 2), (long long)ir_shape_numel(&o->shape), et_dtype(o->dtype));
+            et_in(e, n, 2), (long long)ir_shape_numel(&o->shape), et_run_dtype(e, o->dtype));
     return IR_OK;
 }
 

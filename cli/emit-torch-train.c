@@ -258,7 +258,7 @@ static ir_status emit_fission(et_ctx *e, const ir_node *n) {
     case IR_OP_FissionBuffer: {
         const ir_value *o = ir_node_out(g, n, 0);
         et_line(e, "%s = torch.zeros(%s, dtype=%s, device=dev)", et_out(e, n, 0),
-                et_shape(e, &o->shape), et_dtype(o->dtype));
+                et_shape(e, &o->shape), et_run_dtype(e, o->dtype));
         return IR_OK;
     }
     case IR_OP_FissionSlice: {

@@ -122,6 +122,11 @@ const char *et_dtype(ir_dtype t) {
     }
 }
 
+const char *et_run_dtype(et_ctx *e, ir_dtype t) {
+    if (!ir_dtype_is_float(t)) return et_dtype(t);
+    return fmt_str(e, "_fd(%s, fdt)", et_dtype(t));
+}
+
 const char *et_float(et_ctx *e, double v) {
     if (isinf(v)) return v > 0 ? "float('inf')" : "float('-inf')";
     if (isnan(v)) return "float('nan')";
@@ -213,8 +218,8 @@ static void bind_resident(et_ctx *e, int v) {
             fprintf(e->pro, "    v%d = I[%s]\n", v, nm);
         else {
             emit_const_data(e, v);
-            fprintf(e->pro, "    v%d = %s(%s, dev, P)\n", v, e->target[v] ? "_fresh" : "_const",
-                    nm);
+            fprintf(e->pro, "    v%d = %s(%s, dev, P, fdt)\n", v,
+                    e->target[v] ? "_fresh" : "_const", nm);
         }
     }
 }
@@ -396,8 +401,7 @@ static void write_module(et_ctx *e, FILE *f) {
     fprintf(f, "]\n\n");
     fwrite(e->cst_buf, 1, e->cst_len, f);
     for (int i = 0; i < e->n_sections; i++) write_section(f, e->sections[i]);
-    fprintf(f, "\n\ndef _step(P, I):\n    dev = (next(iter(P.values())) if P else "
-               "next(iter(I.values()))).device\n");
+    fprintf(f, "\n\ndef _step(P, I):\n    dev, fdt = _where(P, I)\n");
     fwrite(e->pro_buf, 1, e->pro_len, f);
     fwrite(e->body_buf, 1, e->body_len, f);
     fprintf(f, "    return {");

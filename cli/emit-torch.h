@@ -55,6 +55,9 @@ ir_status et_refuse(et_ctx *e, const ir_node *n, const char *why, ...)
 const char *et_ints(et_ctx *e, const int64_t *v, int n, bool list);
 const char *et_shape(et_ctx *e, const ir_shape *s);
 const char *et_dtype(ir_dtype t);
+/* The dtype of a tensor the step creates: et_dtype for integers and bool; for a float dtype, the
+ * run's float dtype (_fd: float64 when the caller runs the step in float64, a reference run). */
+const char *et_run_dtype(et_ctx *e, ir_dtype t);
 /* A float as a Python literal that reads back exactly ("float('inf')" for infinities). */
 const char *et_float(et_ctx *e, double v);
 /* The integers of constant input i of n (int64/int32 data), into out (at most cap); -1 when the

@@ -26,27 +26,43 @@ def _Z(name, dtype, shape):
     _CONSTS[name] = torch.zeros(shape, dtype=dtype)
 
 
-def _const(name, device, P):
+def _fd(dtype, fdt):
+    """The dtype a tensor the plan creates as `dtype` gets in this run: the run's float dtype
+    (that of the parameters and inputs: float64 for a reference run) for a float dtype."""
+    return fdt if dtype.is_floating_point else dtype
+
+
+def _where(P, I):
+    """The step's device, and its float dtype (the first floating parameter's or input's)."""
+    ts = list(P.values()) + list(I.values())
+    fl = [t for t in ts if t.is_floating_point()]
+    return ts[0].device, (fl[0].dtype if fl else torch.float32)
+
+
+def _const(name, device, P, fdt=torch.float32):
     """Constant `name` on device: the caller's tensor when params holds one of that name (a
-    module's buffer), else the plan's value, copied to the device once."""
+    module's buffer), else the plan's value, copied to the device (in the run's float dtype)
+    once."""
     t = P.get(name)
     if t is not None:
         return t
-    key = (name, str(device))
+    key = (name, str(device), fdt)
     t = _DEV_CONSTS.get(key)
     if t is None:
-        t = _CONSTS[name].to(device)
+        c = _CONSTS[name]
+        t = c.to(device, _fd(c.dtype, fdt))
         _DEV_CONSTS[key] = t
     return t
 
 
-def _fresh(name, device, P):
+def _fresh(name, device, P, fdt=torch.float32):
     """A constant that the step writes in place (optimizer state, a fission buffer): the
     caller's tensor when given, else a new copy, so that the plan's value stays intact."""
     t = P.get(name)
     if t is not None:
         return t
-    return _CONSTS[name].to(device, copy=True)
+    c = _CONSTS[name]
+    return c.to(device, _fd(c.dtype, fdt), copy=True)
 
 
 def _check(P, I):
@@ -580,6 +596,7 @@ def _unary_grad(op, dy, t, alpha, beta, lo, hi):
     return dy * ((t > lo) & (t < hi)).to(dy.dtype)
 #@ dropout
 def _dropout(x, ratio, training, want_mask):
+    """Dropout -> (y, mask); an identity copy (and an all-true mask) when not training."""
     if not training or ratio == 0.0:
         y = x.clone()
         m = torch.ones(x.shape, dtype=torch.bool, device=x.device) if want_mask else None
