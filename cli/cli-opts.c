@@ -82,6 +82,9 @@ static const opt_def defs[] = {
      "emit the plan as a PyTorch module (step(params, inputs), params_from_module(module))"},
     {CLI_OPT_EMIT, "emit", 0, "torch",
      "also write the plan as a PyTorch step module, DIR/step.py (magpie emit --torch)"},
+    {CLI_OPT_STANDARD, "standard", 0, NULL,
+     "write the default ONNX domain only: lower Store/Load, the fission ops and PET's patches to"
+     " standard ops; refuse (naming them) ops without a standard form"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -301,6 +304,7 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
         o->atol = v;
         return CLI_EXIT_OK;
     }
+    case CLI_OPT_STANDARD: o->standard = true; return CLI_EXIT_OK;
     case CLI_OPT_TORCH:
     case CLI_OPT_EMIT:
         if (!strcmp(od->lng, "emit") && strcmp(val, "torch"))

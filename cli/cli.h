@@ -53,6 +53,7 @@ enum cli_opt_mask {
     CLI_OPT_ATOL = 1u << 17,       /* --atol X (verify) */
     CLI_OPT_TORCH = 1u << 18,      /* --torch (emit) */
     CLI_OPT_EMIT = 1u << 19,       /* --emit torch (optimize) */
+    CLI_OPT_STANDARD = 1u << 20,   /* --standard (export) */
 };
 
 typedef struct cli_input {
@@ -90,6 +91,7 @@ typedef struct cli_opts {
     const char *model;                         /* --model, or NULL */
     double atol;                               /* --atol (verify): 0 when not given */
     const char *emit; /* --torch (emit) or --emit KIND (optimize): "torch"; NULL when absent */
+    bool standard;    /* --standard (export): the default ONNX domain only */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;
@@ -143,6 +145,9 @@ int cli_cmd_emit(const cli_cmd *cmd, const cli_opts *o);
 /* Writes plan g (read from a plan's optimized.onnx) as a PyTorch step module at path, atomically
  * (cmd-emit.c); on a refusal or failure reports it and returns the exit status. */
 int cli_emit_torch_file(const ir_graph *g, const char *path);
+/* Lowers g's magpie-domain ops to standard ONNX in place (export-standard.c); IR_ERR_UNSUPPORTED
+ * naming every op without a standard form (g is then partly lowered: the caller writes nothing). */
+ir_status cli_export_standard(ir_graph *g, ir_diag *d);
 /* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
  * with optimize's). */
 const cli_cmd *cli_find_cmd(const char *name);

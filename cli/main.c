@@ -40,8 +40,12 @@ static const cli_cmd cmds[] = {
         .name = "export",
         .args = "IN.onnx OUT.onnx",
         .summary = "import a model and write it back as ONNX (shapes resolved, constants folded)",
-        .details = NULL,
-        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_TRAIN,
+        .details = "With --standard the file uses the default ONNX domain only, for other\n"
+                   "runtimes (onnxruntime): Store/Load become Identity, the fission ops Slice,\n"
+                   "Concat, Add and ConstantOfShape, a PET patch Pad and Where. A plan with ops\n"
+                   "that have no standard form (a training plan's backward ops) exits 2 naming\n"
+                   "them, and nothing is written.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_STANDARD,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_export,

@@ -7,7 +7,9 @@
  * as OUT_DIR/optimized.onnx, as optimize would, with the predicted peak of the plan's file order
  * on stdout ("peak_bytes N").
  *
- *     force_plan MODEL.onnx OUT_DIR fission|remat|swap */
+ *     force_plan MODEL.onnx OUT_DIR fission|remat|swap [--inference]
+ *
+ * --inference applies the rewrite to the model itself (no training graph). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +72,9 @@ static ir_graph *apply_first(const ir_graph *tg, const sched_memory *m, int kind
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: force_plan MODEL.onnx OUT_DIR fission|remat|swap\n");
+    bool inference = argc == 5 && !strcmp(argv[4], "--inference");
+    if (argc != 4 && !inference) {
+        fprintf(stderr, "usage: force_plan MODEL.onnx OUT_DIR fission|remat|swap [--inference]\n");
         return 2;
     }
     const char *fam = argv[3];
@@ -81,7 +84,7 @@ int main(int argc, char **argv) {
     ir_graph *fwd = ir_onnx_load(argv[1], &io, &st, &d);
     if (!fwd) return fail(argv[1], &d);
     ir_train_opts to = {.loss = IR_LOSS_SUM};
-    ir_graph *tg = ir_build_training(fwd, &to, &st, &d);
+    ir_graph *tg = inference ? ir_graph_clone(fwd) : ir_build_training(fwd, &to, &st, &d);
     if (!tg) return fail("training graph", &d);
     int *order = sched_eager_order(tg);
     sched_memory m = {0};
