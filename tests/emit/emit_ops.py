@@ -170,9 +170,48 @@ def check(magpie, work, cs):
     return ok
 
 
+def check_patch(magpie, work):
+    """PetPatch (a PET correction, magpie's domain): the emitted step and `export --standard`'s
+    Pad + Where lowering against magpie's kernel."""
+    d = os.path.join(work, "pet_patch")
+    os.makedirs(d, exist_ok=True)
+    patch = np.arange(2 * 2 * 3 * 2, dtype=np.float32).reshape(2, 2, 3, 2)
+    x = helper.make_tensor_value_info("x", F, X_SHAPE)
+    y = helper.make_tensor_value_info("y", F, X_SHAPE)
+    w = numpy_helper.from_array(np.linspace(0.5, 1.5, 3).astype(np.float32).reshape(1, 3, 1, 1),
+                                "w")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["h"]),
+             helper.make_node("PetPatch", ["h", "p"], ["y"], domain="magpie",
+                              starts=[0, 1, 2, 3])]
+    g = helper.make_graph(nodes, "patch", [x], [y],
+                          initializer=[w, numpy_helper.from_array(patch, "p")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                            helper.make_opsetid("magpie", 1)])
+    path, std = os.path.join(d, "model.onnx"), os.path.join(d, "standard.onnx")
+    onnx.save(m, path)
+    xv = np.random.RandomState(4).randn(*X_SHAPE).astype(np.float32)
+    np.save(os.path.join(d, "x.npy"), xv)
+    run([magpie, "run", path, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")])
+    run([magpie, "export", path, std, "--standard"])
+    run([magpie, "run", std, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "std")])
+    run([magpie, "emit", path, "--torch", "-o", os.path.join(d, "step.py")])
+    mod = emit_check.load_module(os.path.join(d, "step.py"), "op_patch")
+    ref = np.load(os.path.join(d, "out", "y.npy"))
+    got = mod.step({}, {"x": torch.from_numpy(xv)})["y"].numpy()
+    lowered = np.load(os.path.join(d, "std", "y.npy"))
+    domains = {n.domain for n in onnx.load(std).graph.node}
+    expect = xv * numpy_helper.to_array(w)
+    expect[0:2, 1:3, 2:5, 3:5] = patch
+    ok = (np.array_equal(ref, expect) and np.array_equal(got, ref) and
+          np.array_equal(lowered, ref) and domains <= {""})
+    print(f"{'ok ' if ok else 'BAD'} pet_patch (emitted, and lowered by export --standard to "
+          f"{sorted(n.op_type for n in onnx.load(std).graph.node)})")
+    return ok
+
+
 def main(argv):
     magpie, work = argv[1], argv[2]
-    results = []
+    results = [check_patch(magpie, work)]
     for cs in cases():
         try:
             results.append(check(magpie, work, cs))
