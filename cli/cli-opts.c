@@ -92,6 +92,13 @@ static const opt_def defs[] = {
     {CLI_OPT_EXTERNAL, "external-data", 0, NULL,
      "write the initializers of 1 KiB or more to OUT.onnx.data (ONNX external data); done"
      " anyway when the model would pass protobuf's 2 GB limit"},
+    {CLI_OPT_TORCH, "torch", 0, NULL,
+     "emit the plan as a PyTorch module (step(params, inputs), params_from_module(module))"},
+    {CLI_OPT_EMIT, "emit", 0, "torch",
+     "also write the plan as a PyTorch step module, DIR/step.py (magpie emit --torch)"},
+    {CLI_OPT_STANDARD, "standard", 0, NULL,
+     "write the default ONNX domain only: lower Store/Load, the fission ops and PET's patches to"
+     " standard ops; refuse (naming them) ops without a standard form"},
     {CLI_OPT_TRAIN, "train", 0, NULL,
      "work on the training graph: forward, loss, backward and the optional optimizer step"},
     {CLI_OPT_TRAIN, "loss", 0, "sum|mse|ce",
@@ -317,6 +324,14 @@ static int apply(const cli_cmd *cmd, cli_opts *o, const opt_def *od, const char 
             o->k = v;
         return CLI_EXIT_OK;
     }
+    case CLI_OPT_STANDARD: o->standard = true; return CLI_EXIT_OK;
+    case CLI_OPT_TORCH:
+    case CLI_OPT_EMIT:
+        if (!strcmp(od->lng, "emit") && strcmp(val, "torch"))
+            return cli_fail(CLI_EXIT_USAGE, "%s: --emit '%s': the one kind is torch", cmd->name,
+                            val);
+        o->emit = "torch";
+        return CLI_EXIT_OK;
     case CLI_OPT_SEARCH:
     case CLI_OPT_BUDGET: {
         if (!strcmp(od->lng, "quiet")) {

@@ -53,6 +53,9 @@ enum cli_opt_mask {
     CLI_OPT_CHECK = 1u << 17,      /* --rtol X, --k X (verify: rt-check.h's criterion) */
     CLI_OPT_FISSION = 1u << 18,    /* --fission (inspect) */
     CLI_OPT_EXTERNAL = 1u << 19,   /* --external-data (export) */
+    CLI_OPT_TORCH = 1u << 20,      /* --torch (emit) */
+    CLI_OPT_EMIT = 1u << 21,       /* --emit torch (optimize) */
+    CLI_OPT_STANDARD = 1u << 22,   /* --standard (export) */
 };
 
 typedef struct cli_input {
@@ -91,6 +94,8 @@ typedef struct cli_opts {
     double rtol, k; /* --rtol, --k (verify): -1 when not given (rt-check.h's defaults) */
     bool fission; /* --fission (inspect): the dimension graph, F-Tree and what stops the batch */
     bool external_data; /* --external-data (export) */
+    const char *emit; /* --torch (emit) or --emit KIND (optimize): "torch"; NULL when absent */
+    bool standard;    /* --standard (export): the default ONNX domain only */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;
@@ -146,6 +151,13 @@ int cli_cmd_resume(const cli_cmd *cmd, const cli_opts *o);
 struct sched_memory;
 int cli_inspect_fission(const char *path, const ir_graph *g, const struct sched_memory *m,
                         bool json);
+int cli_cmd_emit(const cli_cmd *cmd, const cli_opts *o);
+/* Writes plan g (read from a plan's optimized.onnx) as a PyTorch step module at path, atomically
+ * (cmd-emit.c); on a refusal or failure reports it and returns the exit status. */
+int cli_emit_torch_file(const ir_graph *g, const char *path);
+/* Lowers g's magpie-domain ops to standard ONNX in place (export-standard.c); IR_ERR_UNSUPPORTED
+ * naming every op without a standard form (g is then partly lowered: the caller writes nothing). */
+ir_status cli_export_standard(ir_graph *g, ir_diag *d);
 /* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
  * with optimize's). */
 const cli_cmd *cli_find_cmd(const char *name);

@@ -10,8 +10,13 @@ int cli_cmd_export(const cli_cmd *cmd, const cli_opts *o) {
     ir_diag d = {{0}};
     ir_graph *g = cli_load_graph(in, o, true, &code);
     if (!g) return code;
+    ir_status st = o->standard ? cli_export_standard(g, &d) : IR_OK;
+    if (st != IR_OK) {
+        code = cli_fail_ir(st, &d, in);
+        goto out;
+    }
     ir_onnx_save_opts so = {.external_data = o->external_data};
-    ir_status st = ir_onnx_save_with(g, out, &so, &d);
+    st = ir_onnx_save_with(g, out, &so, &d);
     if (st != IR_OK) {
         code = cli_fail_ir(st, &d, out);
         goto out;

@@ -71,6 +71,70 @@ static const char *model_name(const ir_graph *g, const char *path) {
     return g->name && *g->name ? g->name : path;
 }
 
+/* ---------------------------------------------------------------- --train: the parameters */
+
+/* Why a parameter looks like a constant an exporter wrote rather than a weight of the module
+ * (a scalar such as an attention scale, a generated name such as "val_12" or "onnx::MatMul_7"),
+ * or NULL. Only models without the export helper's list are judged (DESIGN.md). */
+static const char *exporter_constant(const ir_value *v) {
+    const char *n = v->name;
+    if (ir_shape_numel(&v->shape) == 1) return "a scalar";
+    if (strncmp(n, "onnx::", 6) == 0) return "a name the exporter generated (onnx::...)";
+    if (strncmp(n, "val_", 4) == 0 && n[4]) {
+        const char *p = n + 4;
+        while (*p >= '0' && *p <= '9') p++;
+        if (!*p) return "a name the exporter generated (val_N)";
+    }
+    return NULL;
+}
+
+/* The values --train trains: residents flagged IR_VF_PARAM. */
+static bool is_trained_param(const ir_value *v) {
+    return (v->flags & IR_VF_PARAM) && v->producer < 0;
+}
+
+static void json_train_params(cli_json *j, const ir_graph *g) {
+    cli_json_kv_str(j, "param_source", g->params_listed ? "metadata" : "rule");
+    cli_json_key(j, "trained");
+    cli_json_arr_begin(j);
+    for (int i = 0; i < g->n_values; i++) {
+        const ir_value *v = &g->values[i];
+        if (!is_trained_param(v)) continue;
+        cli_json_obj_begin(j);
+        cli_json_kv_str(j, "name", v->name);
+        cli_json_key(j, "shape");
+        cli_json_shape(j, &v->shape);
+        const char *why = g->params_listed ? NULL : exporter_constant(v);
+        if (why) cli_json_kv_str(j, "warning", why);
+        cli_json_obj_end(j);
+    }
+    cli_json_arr_end(j);
+}
+
+/* The parameters in text, and on stderr a warning per likely exporter constant. */
+static void text_train_params(const ir_graph *g) {
+    int n = 0, warned = 0;
+    char sh[128];
+    printf("trained      %s:\n", g->params_listed ? "the parameters the model's metadata lists"
+                                                  : "every float initializer and non-data input "
+                                                    "but batch-norm statistics and --frozen");
+    for (int i = 0; i < g->n_values; i++) {
+        const ir_value *v = &g->values[i];
+        if (!is_trained_param(v)) continue;
+        const char *why = g->params_listed ? NULL : exporter_constant(v);
+        printf("  %-40s %s%s%s\n", v->name, ir_shape_str(&v->shape, sh, sizeof sh),
+               why ? "  looks like an exporter constant: " : "", why ? why : "");
+        n++;
+        warned += why != NULL;
+    }
+    if (warned)
+        fprintf(stderr,
+                "magpie: warning: %d of the %d parameters --train trains look like constants the "
+                "exporter wrote; exclude them with --frozen REGEX, or export with "
+                "scripts/export_for_training.py, which lists the module's parameters\n",
+                warned, n);
+}
+
 /* --train: what the training graph's memory is made of. */
 static void json_train(cli_json *j, const ir_train_summary *t) {
     cli_json_key(j, "train");
@@ -149,7 +213,10 @@ static void print_json(const ir_graph *g, const char *path, const inspect_stats 
     if (plot) {
         cli_json_kv_str(&j, "plot", plot);
     }
-    if (t) json_train(&j, t);
+    if (t) {
+        json_train(&j, t);
+        json_train_params(&j, g);
+    }
     cli_json_obj_end(&j);
     cli_json_finish(&j);
 }
@@ -184,7 +251,10 @@ static void print_text(const ir_graph *g, const char *path, const inspect_stats 
         printf("\n");
     }
     if (plot) printf("plot         %s\n", plot);
-    if (t) text_train(t);
+    if (t) {
+        text_train(t);
+        text_train_params(g);
+    }
     printf("inputs:\n");
     for (int i = 0; i < g->n_inputs; i++) {
         const ir_value *v = &g->values[g->inputs[i]];

@@ -44,8 +44,13 @@ static const cli_cmd cmds[] = {
         .name = "export",
         .args = "IN.onnx OUT.onnx",
         .summary = "import a model and write it back as ONNX (shapes resolved, constants folded)",
-        .details = NULL,
-        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_EXTERNAL,
+        .details = "With --standard the file uses the default ONNX domain only, for other\n"
+                   "runtimes (onnxruntime): Store/Load become Identity, the fission ops Slice,\n"
+                   "Concat, Add and ConstantOfShape, a PET patch Pad and Where. A plan with ops\n"
+                   "that have no standard form (a training plan's backward ops) exits 2 naming\n"
+                   "them, and nothing is written.",
+        .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_JSON | CLI_OPT_TRAIN | CLI_OPT_EXTERNAL |
+                CLI_OPT_STANDARD,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_export,
@@ -104,7 +109,7 @@ static const cli_cmd cmds[] = {
             "still written).",
         .opts = CLI_OPT_SHAPE | CLI_OPT_DATA | CLI_OPT_SEED | CLI_OPT_OUTDIR | CLI_OPT_JSON |
                 CLI_OPT_DEVICE | CLI_OPT_PROFILE_DB | CLI_OPT_TRAIN | CLI_OPT_SEARCH |
-                CLI_OPT_BUDGET | CLI_OPT_CHECKPOINT,
+                CLI_OPT_BUDGET | CLI_OPT_CHECKPOINT | CLI_OPT_EMIT,
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_optimize,
@@ -126,6 +131,24 @@ static const cli_cmd cmds[] = {
         .min_pos = 1,
         .max_pos = 1,
         .run = cli_cmd_resume,
+    },
+    {
+        .name = "emit",
+        .args = "PLAN_DIR",
+        .summary = "write a plan as a PyTorch module that runs its schedule step by step",
+        .details =
+            "With --torch, reads PLAN_DIR/optimized.onnx (or a plan's .onnx file) and writes -o\n"
+            "FILE.py: a self-contained Python module (PyTorch its only import) whose\n"
+            "step(params, inputs) runs the plan's nodes in the schedule's order with PyTorch\n"
+            "ops, frees each tensor at its last use, recomputes rematerialized ops where the\n"
+            "schedule puts them, fills fission buffers in place, swaps through pinned host\n"
+            "memory on a second CUDA stream, and applies the optimizer step in place; and\n"
+            "params_from_module(module) binds a torch.nn.Module's parameters and buffers by\n"
+            "name. An op without a PyTorch form is refused (exit 2, naming it); no file is left.",
+        .opts = CLI_OPT_TORCH | CLI_OPT_OUTDIR | CLI_OPT_JSON | CLI_OPT_SHAPE | CLI_OPT_DATA,
+        .min_pos = 1,
+        .max_pos = 1,
+        .run = cli_cmd_emit,
     },
     {
         .name = "verify",

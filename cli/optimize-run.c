@@ -151,6 +151,15 @@ static int fail_after_plan(int code, const char *plan) {
     return code;
 }
 
+/* --emit torch: the plan as read back, as a PyTorch step module DIR/step.py (cmd-emit.c). */
+static int emit_step(const ir_graph *plan, const char *dir) {
+    char *p = join(dir, "step.py");
+    if (!p) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    int code = cli_emit_torch_file(plan, p);
+    free(p);
+    return code;
+}
+
 /* The cost model: profiled for g, or resuming, the checkpoint's snapshot applied. */
 static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli_optimize_job *job,
                              const ir_graph *g, int *code) {
@@ -422,6 +431,11 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     rep.t_write = ir_now_seconds() - t0;
     if ((st = cli_write_atomic(p_report, cli_optimize_write_report, &rep, &d)) != IR_OK) {
         code = fail_after_plan(cli_fail_ir(st, &d, NULL), p_onnx);
+        goto out;
+    }
+    /* last, so that an op without a PyTorch form costs neither the plan nor its report */
+    if (o->emit && (code = emit_step(plan, dir)) != CLI_EXIT_OK) {
+        code = fail_after_plan(code, p_onnx);
         goto out;
     }
     prof_close(m);

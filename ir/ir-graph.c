@@ -124,6 +124,7 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
     g->name = ir_arena_strdup(g->arena, src->name);
     g->source = ir_arena_strdup(g->arena, src->source);
     g->opset = src->opset;
+    g->params_listed = src->params_listed;
     g->next_node_id = src->next_node_id;
     for (int i = 0; i < src->n_values; i++) {
         const ir_value *sv = &src->values[i];

@@ -615,7 +615,31 @@ static ir_status add_outputs(importer *im) {
     return IR_OK;
 }
 
-/* DESIGN.md "Data inputs vs. parameters". */
+/* The model's list of trainable parameters (IR_ONNX_TRAINABLE_KEY), or NULL without one. */
+static const char *trainable_list(const importer *im) {
+    for (size_t i = 0; im->mp && i < im->mp->n_metadata_props; i++) {
+        const Onnx__StringStringEntryProto *e = im->mp->metadata_props[i];
+        if (e && e->key && e->value && strcmp(e->key, IR_ONNX_TRAINABLE_KEY) == 0) return e->value;
+    }
+    return NULL;
+}
+
+/* Is name one of the lines of list? */
+static bool listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, "\n");
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        p += len;
+        if (*p) p++;
+    }
+    return false;
+}
+
+/* DESIGN.md "Data inputs vs. parameters": the model's list of trainable parameters when it has
+ * one (names it lists that the graph lacks are parameters the forward never reads, which the
+ * exporter dropped); otherwise every other float initializer or graph input. --frozen and the
+ * batch-norm running statistics are excluded either way. */
 static ir_status classify(importer *im) {
     ir_graph *g = im->g;
     const ir_import_opts *o = im->opts;
@@ -638,11 +662,14 @@ static ir_status classify(importer *im) {
             return ir_diag_set(im->d, IR_ERR_INVALID, "--frozen '%s': %s", o->frozen_regex, why);
         }
     }
+    const char *list = trainable_list(im);
+    g->params_listed = list != NULL;
     for (int v = 0; v < g->n_values; v++) {
         ir_value *val = &g->values[v];
         bool candidate = (val->flags & IR_VF_INITIALIZER) ||
                          ((val->flags & IR_VF_INPUT) && !(val->flags & IR_VF_DATA));
         if (!candidate || !ir_dtype_is_float(val->dtype)) continue;
+        if (list && !listed(list, val->name)) continue;
         if (have_re && regexec(&re, val->name, 0, NULL, 0) == 0) continue;
         /* constants magpie folded and exported are not trainable on re-import either */
         if ((val->flags & IR_VF_INITIALIZER) && im->folded_init[v]) continue;

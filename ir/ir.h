@@ -207,6 +207,10 @@ typedef struct ir_graph {
     const char *name;
     const char *source; /* path it was read from, for messages */
     int64_t opset;      /* default-domain opset */
+    /* The trainable parameters (IR_VF_PARAM) are exactly those the model's metadata lists
+     * (IR_ONNX_TRAINABLE_KEY, written by scripts/export_for_training.py), not DESIGN.md's rule
+     * for models without the list. */
+    bool params_listed;
     uint32_t next_node_id;
     ir_arena *arena; /* strings, attributes, per-node arrays */
 } ir_graph;
@@ -453,6 +457,10 @@ typedef struct ir_import_opts {
     const ir_shape *const_shapes;
     ir_blob *const *const_blobs;
 } ir_import_opts;
+
+/* The metadata_props key whose value lists the trainable parameters, one name per line: the
+ * module's parameters with requires_grad, as magpie's PyTorch export helper writes them. */
+#define IR_ONNX_TRAINABLE_KEY "magpie.trainable_parameters"
 
 /* Reads an ONNX model: parses, resolves symbolic dims, sorts, checks op support (listing every
  * unsupported op type at once), classifies data/params, infers shapes and folds constants.

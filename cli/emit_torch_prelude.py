@@ -1,0 +1,661 @@
+# emit_torch_prelude.py - the Python helpers that `magpie emit --torch` copies into an emitted
+# step module (cli/emit-torch.c embeds this file at build time). Sections start with a line
+# "#@ NAME"; the emitter copies section "core" always and every other one only when a node of the
+# plan calls it. Each helper reproduces the semantics of one magpie op (its CPU kernel in ir/ops-*.c)
+# with PyTorch ops, for float32 and float64 alike. Helpers never keep references to their inputs,
+# so a tensor the step deletes is freed at once (PyTorch frees it with its last reference).
+#@ core
+import torch
+
+_CONSTS = {}
+_DEV_CONSTS = {}
+
+
+def _K(name, dtype, shape, hexdata):
+    """Registers constant `name` (raw little-endian bytes in hex); materialized per device."""
+    raw = bytearray(bytes.fromhex(hexdata))
+    if raw:
+        t = torch.frombuffer(raw, dtype=dtype).reshape(shape).clone()
+    else:
+        t = torch.zeros(shape, dtype=dtype)
+    _CONSTS[name] = t
+
+
+def _Z(name, dtype, shape):
+    """Registers an all-zero constant without spelling out its bytes."""
+    _CONSTS[name] = torch.zeros(shape, dtype=dtype)
+
+
+def _fd(dtype, fdt):
+    """The dtype a tensor the plan creates as `dtype` gets in this run: the run's float dtype
+    (that of the parameters and inputs: float64 for a reference run) for a float dtype."""
+    return fdt if dtype.is_floating_point else dtype
+
+
+def _where(P, I):
+    """The step's device, and its float dtype (the first floating parameter's or input's)."""
+    ts = list(P.values()) + list(I.values())
+    fl = [t for t in ts if t.is_floating_point()]
+    return ts[0].device, (fl[0].dtype if fl else torch.float32)
+
+
+def _const(name, device, P, fdt=torch.float32):
+    """Constant `name` on device: the caller's tensor when params holds one of that name (a
+    module's buffer), else the plan's value, copied to the device (in the run's float dtype)
+    once."""
+    t = P.get(name)
+    if t is not None:
+        return t
+    key = (name, str(device), fdt)
+    t = _DEV_CONSTS.get(key)
+    if t is None:
+        c = _CONSTS[name]
+        t = c.to(device, _fd(c.dtype, fdt))
+        _DEV_CONSTS[key] = t
+    return t
+
+
+def _fresh(name, device, P, fdt=torch.float32):
+    """A constant that the step writes in place (optimizer state, a fission buffer): the
+    caller's tensor when given, else a new copy, so that the plan's value stays intact."""
+    t = P.get(name)
+    if t is not None:
+        return t
+    c = _CONSTS[name]
+    return c.to(device, _fd(c.dtype, fdt), copy=True)
+
+
+def _check(P, I):
+    missing = [n for n in PARAMS if n not in P] + [n for n, _, _ in INPUTS if n not in I]
+    if missing:
+        raise KeyError("step: missing parameters or inputs: " + ", ".join(missing))
+    for n, dt, shape in INPUTS:
+        t = I[n]
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"step: input '{n}' has shape {tuple(t.shape)}, the plan was made "
+                             f"for {tuple(shape)}")
+
+
+def params_from_module(module):
+    """The parameters (and buffers) of a torch.nn.Module that this plan reads, by name. The
+    tensors are the module's own (detached), so an in-place optimizer step updates the module."""
+    named = dict(module.named_parameters())
+    named.update(dict(module.named_buffers()))
+    missing = [n for n in PARAMS if n not in named]
+    if missing:
+        have = ", ".join(sorted(named)[:20])
+        raise KeyError("params_from_module: the module has no parameter or buffer named "
+                       + ", ".join(missing) + f" (it has: {have}{', ...' if len(named) > 20 else ''})")
+    out = {n: named[n].detach() for n in PARAMS}
+    for n in BUFFERS:
+        if n in named:
+            out[n] = named[n].detach()
+    return out
+
+
+def step(params, inputs):
+    """One training (or inference) step of the plan: a dict from output name to tensor."""
+    _check(params, inputs)
+    with torch.no_grad():
+        return _step(params, inputs)
+
+
+def _int_div(a, b):
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        return torch.div(a, b)
+    return torch.div(a, b, rounding_mode="trunc")
+
+
+def _pad_nd(x, pads, value=0.0):
+    """ONNX pads (begins then ends, one per spatial dim) as F.pad's last-dim-first list."""
+    S = len(pads) // 2
+    fp = []
+    for i in reversed(range(S)):
+        fp += [pads[i], pads[S + i]]
+    if not any(fp):
+        return x
+    return torch.nn.functional.pad(x, fp, value=value)
+#@ swap
+_STREAMS = {}
+
+
+class _Host:
+    """A tensor in pinned host memory and the event its device-to-host copy records."""
+    __slots__ = ("host", "event")
+
+    def __init__(self, host, event):
+        self.host, self.event = host, event
+
+
+def _copy_stream(dev):
+    s = _STREAMS.get(dev)
+    if s is None:
+        s = _STREAMS[dev] = torch.cuda.Stream(dev)
+    return s
+
+
+def _store(x):
+    """Store: a copy in host memory. On CUDA it runs on the copy stream, after the compute stream
+    has produced x (non_blocking, pinned); x's device memory is released to the allocator only
+    once the copy has read it (record_stream). On the CPU the host copy lives outside PyTorch's
+    allocator (a NumPy array), as pinned host memory is outside the CUDA allocator."""
+    if x.device.type != "cuda":
+        return x.numpy().copy()
+    s = _copy_stream(x.device)
+    s.wait_stream(torch.cuda.current_stream(x.device))
+    with torch.cuda.stream(s):
+        h = torch.empty(x.shape, dtype=x.dtype, device="cpu", pin_memory=True)
+        h.copy_(x, non_blocking=True)
+        e = torch.cuda.Event()
+        e.record(s)
+    x.record_stream(s)
+    return _Host(h, e)
+
+
+def _load(h, dev):
+    """Load: the host copy back on the device, on the copy stream once its Store has finished;
+    the compute stream waits for it before the next op reads it."""
+    if not isinstance(h, _Host):
+        return torch.from_numpy(h).to(dev, copy=True)
+    s = _copy_stream(dev)
+    with torch.cuda.stream(s):
+        s.wait_event(h.event)
+        y = h.host.to(dev, non_blocking=True)
+        e = torch.cuda.Event()
+        e.record(s)
+    cur = torch.cuda.current_stream(dev)
+    cur.wait_event(e)
+    y.record_stream(cur)
+    return y
+#@ gemm
+def _gemm(a, b, c, alpha, beta, ta, tb):
+    if ta:
+        a = a.transpose(0, 1)
+    if tb:
+        b = b.transpose(0, 1)
+    y = torch.matmul(a, b)
+    if alpha != 1.0:
+        y.mul_(alpha)
+    if c is not None:
+        if beta != 1.0:
+            y.add_(c, alpha=beta)
+        else:
+            y.add_(c)
+    return y
+#@ conv
+_CONV = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
+         3: torch.nn.functional.conv3d}
+_CONVT = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d,
+          3: torch.nn.functional.conv_transpose3d}
+
+
+def _conv(x, w, b, strides, pads, dil, group):
+    S = len(strides)
+    if pads[:S] == pads[S:]:
+        return _CONV[S](x, w, b, strides, pads[:S], dil, group)
+    return _CONV[S](_pad_nd(x, pads), w, b, strides, 0, dil, group)
+
+
+def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
+    """ConvTranspose: the full transposed convolution, then the output window ONNX's pads and
+    output_padding select (PyTorch's padding when they are symmetric)."""
+    S = len(strides)
+    if pads[:S] == pads[S:]:
+        return _CONVT[S](x, w, b, strides, pads[:S], opad, group, dil)
+    y = _CONVT[S](x, w, None, strides, 0, 0, group, dil)
+    for i in range(S):
+        y = y.narrow(2 + i, pads[i], min(out_sp[i], y.shape[2 + i] - pads[i]))
+    y = _pad_nd(y, [0] * S + [out_sp[i] - y.shape[2 + i] for i in range(S)]).contiguous()
+    if b is not None:
+        y.add_(b.reshape([1, -1] + [1] * S))
+    return y
+#@ conv_grad_weight
+def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group):
+    S = len(strides)
+    if pads[:S] != pads[S:]:
+        x = _pad_nd(x, pads)
+        pads = [0] * (2 * S)
+    w = torch.zeros((), dtype=x.dtype, device=x.device).expand(wshape)
+    return torch.ops.aten.convolution_backward(dy, x, w, None, strides, pads[:S], dil, False,
+                                               [0] * S, group, [False, True, False])[1]
+#@ pool
+_MAXP = {1: torch.nn.functional.max_pool1d, 2: torch.nn.functional.max_pool2d,
+         3: torch.nn.functional.max_pool3d}
+_AVGP = {1: torch.nn.functional.avg_pool1d, 2: torch.nn.functional.avg_pool2d,
+         3: torch.nn.functional.avg_pool3d}
+
+
+def _maxpool(x, k, s, pads, dil, ceil):
+    S = len(k)
+    if pads[:S] == pads[S:] and all(2 * p <= kk for p, kk in zip(pads[:S], k)):
+        return _MAXP[S](x, k, s, pads[:S], dil, ceil)
+    return _MAXP[S](_pad_nd(x, pads, float("-inf")), k, s, 0, dil, ceil)
+
+
+def _avgpool(x, k, s, pads, ceil, cip):
+    S = len(k)
+    return _AVGP[S](x, k, s, pads[:S], ceil, bool(cip))
+#@ pool_grad
+def _maxpool_grad(dy, x, k, s, pads, dil, ceil):
+    """MaxPoolGrad: dY routed to each window's first maximum of X (PyTorch's own backward, with
+    the argmax recomputed from X as magpie's kernel does)."""
+    S = len(k)
+    if not (pads[:S] == pads[S:] and all(2 * p <= kk for p, kk in zip(pads[:S], k))):
+        xp = _pad_nd(x, pads, float("-inf"))
+        gp = _maxpool_grad(dy, xp, k, s, [0] * (2 * S), dil, ceil)
+        for i in range(S):
+            gp = gp.narrow(2 + i, pads[i], x.shape[2 + i])
+        return gp.contiguous()
+    _, idx = _MAXP[S](x, k, s, pads[:S], dil, ceil, return_indices=True)
+    bw = {1: None, 2: torch.ops.aten.max_pool2d_with_indices_backward,
+          3: torch.ops.aten.max_pool3d_with_indices_backward}[S]
+    if bw is None:
+        g = torch.ops.aten.max_pool2d_with_indices_backward(
+            dy.unsqueeze(2), x.unsqueeze(2), [1] + list(k), [1] + list(s), [0] + list(pads[:1]),
+            [1] + list(dil), ceil, idx.unsqueeze(2))
+        return g.squeeze(2)
+    return bw(dy, x, list(k), list(s), list(pads[:S]), list(dil), ceil, idx)
+
+
+def _avgpool_grad(dy, xshape, k, s, pads, ceil, cip):
+    S = len(k)
+    x = torch.zeros((), dtype=dy.dtype, device=dy.device).expand(xshape)
+    if S == 1:
+        g = torch.ops.aten.avg_pool2d_backward(dy.unsqueeze(2), x.unsqueeze(2), [1] + list(k),
+                                               [1] + list(s), [0] + list(pads[:1]), ceil,
+                                               bool(cip), None)
+        return g.squeeze(2)
+    bw = torch.ops.aten.avg_pool2d_backward if S == 2 else torch.ops.aten.avg_pool3d_backward
+    return bw(dy, x, list(k), list(s), list(pads[:S]), ceil, bool(cip), None)
+
+
+def _global_pool_grad(dy, xshape):
+    n = 1
+    for d in xshape[2:]:
+        n *= d
+    return (dy / n).expand(xshape).contiguous()
+#@ batchnorm
+def _bn_train(x, scale, bias, mean, var, eps, mom):
+    """Training BatchNormalization: batch mean and biased variance (ONNX's reference, which also
+    updates the running variance with the biased one). Returns (y, running mean, running var,
+    batch mean, batch variance)."""
+    dims = [0] + list(range(2, x.dim()))
+    bv, bm = torch.var_mean(x, dim=dims, unbiased=False)
+    shp = [1, -1] + [1] * (x.dim() - 2)
+    a = scale / torch.sqrt(bv + eps)
+    y = x * a.reshape(shp)
+    y.add_((bias - bm * a).reshape(shp))
+    return y, mean * mom + bm * (1 - mom), var * mom + bv * (1 - mom), bm, bv
+
+
+def _bn_eval(x, scale, bias, mean, var, eps):
+    return torch.nn.functional.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
+#@ batchnorm_grad
+def _bn_grad(dy, x, scale, mean, var, eps, train):
+    """BatchNormGrad -> (dX, dScale, dBias): PyTorch's native_batch_norm_backward, with the batch
+    statistics recomputed from X (training) or the running ones."""
+    dims = [0] + list(range(2, x.dim()))
+    if train:
+        bv, bm = torch.var_mean(x, dim=dims, unbiased=False)
+        inv = torch.rsqrt(bv + eps)
+        return torch.ops.aten.native_batch_norm_backward(dy, x, scale, None, None, bm, inv, True,
+                                                         eps, [True, True, True])
+    return torch.ops.aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False,
+                                                     eps, [True, True, True])
+#@ layernorm
+def _layernorm(x, scale, bias, axis, eps):
+    y, m, r = torch.ops.aten.native_layer_norm(x, list(x.shape[axis:]), scale, bias, eps)
+    return y, m, r
+
+
+def _layernorm_grad(dy, x, scale, mean, inv, axis):
+    ns = list(x.shape[axis:])
+    # PyTorch's mean/rstd have X's leading dims and ones after, as ONNX's do.
+    dx, ds, db = torch.ops.aten.native_layer_norm_backward(dy, x, ns, mean, inv, scale,
+                                                           torch.zeros_like(scale),
+                                                           [True, True, True])
+    return dx, ds, db
+#@ instancenorm
+def _instnorm(x, scale, bias, eps):
+    return torch.nn.functional.instance_norm(x, None, None, scale, bias, True, 0.0, eps)
+
+
+def _instnorm_grad(dy, x, scale, eps):
+    with torch.enable_grad():
+        xr = x.detach().requires_grad_(True)
+        sr = scale.detach().requires_grad_(True)
+        br = torch.zeros_like(scale).requires_grad_(True)
+        y = torch.nn.functional.instance_norm(xr, None, None, sr, br, True, 0.0, eps)
+        return torch.autograd.grad(y, (xr, sr, br), dy)
+#@ softmax
+def _softmax(x, axis, old, log):
+    f = torch.log_softmax if log else torch.softmax
+    if not old:
+        return f(x, axis)
+    return f(x.reshape(list(x.shape[:axis]) + [-1]), -1).reshape(x.shape)
+
+
+def _softmax_grad(dy, y, axis, old, log):
+    shape = y.shape
+    if old:
+        dy = dy.reshape(list(shape[:axis]) + [-1])
+        y = y.reshape(list(shape[:axis]) + [-1])
+        axis = -1
+    if log:
+        g = torch.ops.aten._log_softmax_backward_data(dy, y, axis, y.dtype)
+    else:
+        g = torch.ops.aten._softmax_backward_data(dy, y, axis, y.dtype)
+    return g.reshape(shape)
+#@ reduce
+def _reduce(kind, x, axes, keep):
+    if kind == "sum":
+        return torch.sum(x, dim=axes, keepdim=keep) if axes else (
+            torch.sum(x).reshape([1] * x.dim()) if keep else torch.sum(x))
+    if kind == "mean":
+        return torch.mean(x, dim=axes, keepdim=keep)
+    if kind == "max":
+        return torch.amax(x, dim=axes, keepdim=keep)
+    if kind == "min":
+        return torch.amin(x, dim=axes, keepdim=keep)
+    if kind == "l2":
+        return torch.sqrt(torch.sum(x * x, dim=axes, keepdim=keep))
+    y = x
+    for a in sorted(axes, reverse=True):
+        y = torch.prod(y, dim=a, keepdim=keep)
+    return y
+#@ reduce_grad
+def _reduce_grad(mode, dy, x, y, axes):
+    keep = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    dy = dy.reshape(keep)
+    y = y.reshape(keep)
+    if mode in ("max", "min"):
+        m = (x == y).to(x.dtype)
+        return m * (dy / m.sum(dim=axes, keepdim=True))
+    if mode == "l2":
+        return torch.where(y == 0, torch.zeros_like(x), dy * x / y)
+    # prod: the product of the other elements, exact where X has zeros.
+    g = torch.empty_like(x)
+    xf = x.movedim(axes, list(range(x.dim() - len(axes), x.dim())))
+    shp = xf.shape
+    xf = xf.reshape(list(shp[:x.dim() - len(axes)]) + [-1])
+    n = xf.shape[-1]
+    ones = torch.ones_like(xf[..., :1])
+    pre = torch.cat([ones, torch.cumprod(xf, -1)[..., :-1]], -1)
+    suf = torch.cat([torch.cumprod(xf.flip(-1), -1)[..., :-1].flip(-1), ones], -1)
+    others = (pre * suf).reshape(shp).movedim(list(range(x.dim() - len(axes), x.dim())), axes)
+    g.copy_(others * dy)
+    return g
+#@ argmax
+def _argmax(x, axis, keep, last):
+    if last:
+        r = x.flip(axis).argmax(axis, keepdim=True)
+        r = x.shape[axis] - 1 - r
+    else:
+        r = x.argmax(axis, keepdim=True)
+    return r if keep else r.squeeze(axis)
+#@ cumsum
+def _cumsum(x, axis, exclusive, reverse):
+    if reverse:
+        x = x.flip(axis)
+    y = torch.cumsum(x, axis)
+    if exclusive:
+        y = y - x
+    return y.flip(axis) if reverse else y
+#@ resize
+def _resize_tables(ins, outs, scales, ctm, rnd, linear, device):
+    tabs = []
+    for d, (i, o) in enumerate(zip(ins, outs)):
+        sc = scales[d] if scales is not None else o / i
+        if i == o and sc == 1.0 and ctm != "tf_half_pixel_for_nn":
+            tabs.append(None)
+            continue
+        a, b, w = [], [], []
+        for xo in range(o):
+            if ctm == "half_pixel":
+                xs = (xo + 0.5) / sc - 0.5
+            elif ctm == "pytorch_half_pixel":
+                xs = (xo + 0.5) / sc - 0.5 if o > 1 else 0.0
+            elif ctm == "align_corners":
+                xs = 0.0 if o == 1 else xo * (i - 1) / (o - 1)
+            elif ctm == "asymmetric":
+                xs = xo / sc
+            else:
+                xs = (xo + 0.5) / sc
+            if linear:
+                xs = min(max(xs, 0.0), float(i - 1))
+                ia = int(xs // 1)
+                ib = ia + 1 if ia + 1 < i else i - 1
+                wt = xs - ia
+            else:
+                f = xs // 1
+                fr = xs - f
+                if rnd == "round_prefer_floor":
+                    ia = int(f if fr <= 0.5 else f + 1)
+                elif rnd == "round_prefer_ceil":
+                    ia = int(f if fr < 0.5 else f + 1)
+                elif rnd == "floor":
+                    ia = int(f)
+                else:
+                    ia = -int((-xs) // 1)
+                ia = min(max(ia, 0), i - 1)
+                ib, wt = ia, 0.0
+            a.append(ia)
+            b.append(ib)
+            w.append(wt)
+        tabs.append((torch.tensor(a, device=device), torch.tensor(b, device=device),
+                     torch.tensor(w, dtype=torch.float64, device=device)))
+    return tabs
+
+
+def _resize(x, outs, scales, ctm, rnd, linear):
+    """Resize: separable n-linear (or nearest) interpolation with magpie's coordinate tables."""
+    tabs = _resize_tables(list(x.shape), outs, scales, ctm, rnd, linear, x.device)
+    y = x
+    for d, t in enumerate(tabs):
+        if t is None:
+            continue
+        a, b, w = t
+        shp = [1] * y.dim()
+        shp[d] = -1
+        ya = y.index_select(d, a)
+        if linear:
+            wt = w.to(y.dtype).reshape(shp)
+            y = ya * (1 - wt) + y.index_select(d, b) * wt
+        else:
+            y = ya
+    return y.contiguous() if y is not x else x.clone()
+
+
+def _resize_grad(dy, xshape, scales, ctm, rnd, linear):
+    tabs = _resize_tables(list(xshape), list(dy.shape), scales, ctm, rnd, linear, dy.device)
+    g = dy
+    for d in reversed(range(len(tabs))):
+        t = tabs[d]
+        if t is None:
+            continue
+        a, b, w = t
+        shp = list(g.shape)
+        shp[d] = xshape[d]
+        out = torch.zeros(shp, dtype=g.dtype, device=g.device)
+        if linear:
+            ws = [1] * g.dim()
+            ws[d] = -1
+            wt = w.to(g.dtype).reshape(ws)
+            out.index_add_(d, a, g * (1 - wt))
+            out.index_add_(d, b, g * wt)
+        else:
+            out.index_add_(d, a, g)
+        g = out
+    return g.contiguous() if g is not dy else dy.clone()
+#@ slice
+def _slice(x, axes, starts, ends, steps):
+    """Slice with starts/ends already clamped as ONNX says; a copy, as magpie's kernel makes."""
+    y = x
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        if st > 0:
+            y = y[(slice(None),) * a + (slice(s, max(s, e), st),)]
+        else:
+            y = y.index_select(a, torch.arange(s, e, st, device=x.device))
+    return y.clone(memory_format=torch.contiguous_format)
+#@ pad
+def _pad(x, pads, mode, value):
+    r = x.dim()
+    fp = []
+    for i in reversed(range(r)):
+        fp += [pads[i], pads[r + i]]
+    while len(fp) > 2 and fp[-1] == 0 and fp[-2] == 0:
+        fp = fp[:-2]
+    if mode == "constant":
+        return torch.nn.functional.pad(x, fp, "constant", value)
+    m = {"reflect": "reflect", "edge": "replicate"}[mode]
+    k = len(fp) // 2
+    lead = r - k
+    # PyTorch pads the last k dims of a (batch, channel, ...) tensor: fold the leading dims.
+    xs = x.reshape([1, -1] + list(x.shape[lead:])) if lead != 2 else x
+    y = torch.nn.functional.pad(xs, fp, m)
+    return y.reshape(list(x.shape[:lead]) + list(y.shape[2:])) if lead != 2 else y
+#@ gather
+def _norm_index(i, dim):
+    i = i.long()
+    return torch.where(i < 0, i + dim, i)
+
+
+def _gather(x, idx, axis):
+    i = _norm_index(idx, x.shape[axis])
+    y = x.index_select(axis, i.reshape(-1))
+    return y.reshape(list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:]))
+
+
+def _gather_elements(x, idx, axis):
+    return torch.gather(x, axis, _norm_index(idx, x.shape[axis]))
+
+
+def _scatter_nd(x, idx, upd, reduction):
+    y = x.clone()
+    i = idx.long()
+    k = i.shape[-1]
+    ix = tuple(_norm_index(i[..., j], x.shape[j]) for j in range(k))
+    if reduction == "none":
+        y[ix] = upd
+    elif reduction == "add":
+        y.index_put_(ix, upd, accumulate=True)
+    elif reduction == "mul":
+        y[ix] = y[ix] * upd
+    elif reduction == "max":
+        y[ix] = torch.maximum(y[ix], upd)
+    else:
+        y[ix] = torch.minimum(y[ix], upd)
+    return y
+#@ gather_grad
+def _gather_grad(dy, idx, shape, axis):
+    out = torch.zeros(shape, dtype=dy.dtype, device=dy.device)
+    i = _norm_index(idx, shape[axis]).reshape(-1)
+    src = dy.reshape(list(shape[:axis]) + [i.numel()] + list(shape[axis + 1:]))
+    return out.index_add_(axis, i, src)
+
+
+def _gather_elements_grad(dy, idx, shape, axis):
+    out = torch.zeros(shape, dtype=dy.dtype, device=dy.device)
+    return out.scatter_add_(axis, _norm_index(idx, shape[axis]), dy)
+#@ unary_grad
+def _unary_grad(op, dy, t, alpha, beta, lo, hi):
+    """UnaryGrad: dY * f'(T), T the forward input or output as ops-train.c's file comment says."""
+    # PyTorch's own backward kernels where it has them: one output, no full-size temporaries
+    if op == "Relu":
+        return torch.ops.aten.threshold_backward(dy, t, 0)
+    if op == "LeakyRelu":
+        return torch.where(t > 0, dy, dy * alpha)
+    if op == "Sigmoid":
+        return torch.ops.aten.sigmoid_backward(dy, t)
+    if op == "HardSigmoid":
+        z = alpha * t + beta
+        return dy * ((z > 0) & (z < 1)).to(dy.dtype) * alpha
+    if op == "HardSwish":
+        d = torch.where(t < -3, torch.zeros_like(t), torch.where(t <= 3, t / 3 + 0.5,
+                                                                  torch.ones_like(t)))
+        return dy * d
+    if op == "Tanh":
+        return torch.ops.aten.tanh_backward(dy, t)
+    if op == "Erf":
+        return dy * (1.1283791670955126 * torch.exp(-t * t))
+    if op == "Exp":
+        return dy * t
+    if op == "Log":
+        return dy / t
+    if op == "Sqrt":
+        return dy * (0.5 / t)
+    if op == "Abs":
+        return dy * torch.sign(t)
+    if op == "Reciprocal":
+        return dy * (-t * t)
+    if op == "Softplus":
+        return dy * torch.sigmoid(t)
+    if op == "Elu":
+        return torch.where(t > 0, dy, dy * alpha * torch.exp(t))
+    # Clip: hardtanh's strict bounds
+    return dy * ((t > lo) & (t < hi)).to(dy.dtype)
+#@ dropout
+def _dropout(x, ratio, training, want_mask):
+    """Dropout -> (y, mask); an identity copy (and an all-true mask) when not training."""
+    if not training or ratio == 0.0:
+        y = x.clone()
+        m = torch.ones(x.shape, dtype=torch.bool, device=x.device) if want_mask else None
+        return y, m
+    m = torch.rand(x.shape, device=x.device) >= ratio
+    return x * m.to(x.dtype) * (1.0 / (1.0 - ratio)), m
+#@ sce
+def _sce(x, labels, ignore):
+    """SoftmaxCrossEntropy -> (mean loss over the positions whose label is not ignore_index,
+    log-probabilities)."""
+    lp = torch.log_softmax(x, -1)
+    C = x.shape[-1]
+    loss = torch.nn.functional.nll_loss(lp.reshape(-1, C), labels.reshape(-1).long(),
+                                        ignore_index=ignore)
+    return loss, lp
+
+
+def _sce_grad(dl, lp, labels, ignore):
+    C = lp.shape[-1]
+    lab = labels.reshape(-1).long()
+    keep = lab != ignore
+    count = keep.sum()
+    g = torch.exp(lp.reshape(-1, C))
+    rows = torch.arange(lab.numel(), device=lp.device)
+    g[rows[keep], lab[keep]] -= 1
+    g.mul_(keep.to(g.dtype).unsqueeze(1))
+    g.mul_(dl.reshape(()) / count)
+    return g.reshape(lp.shape)
+#@ update
+def _sgd(p, g, lr):
+    return p.add_(g, alpha=-lr)
+
+
+def _momentum(p, b, g, lr, mu):
+    b.mul_(mu).add_(g)
+    p.add_(b, alpha=-lr)
+    return p, b
+
+
+def _adam(p, m, v, g, lr, b1, b2, eps, step):
+    """torch.optim.Adam (single-tensor, 1.13) for one step `step`."""
+    bc1 = 1 - b1 ** step
+    bc2s = (1 - b2 ** step) ** 0.5
+    m.mul_(b1).add_(g, alpha=1 - b1)
+    v.mul_(b2).addcmul_(g, g, value=1 - b2)
+    denom = (v.sqrt() / bc2s).add_(eps)
+    p.addcdiv_(m, denom, value=-lr / bc1)
+    return p, m, v
+#@ range
+def _range(start, limit, delta, n, dtype):
+    s, d = start.item(), delta.item()
+    return (torch.arange(n, dtype=torch.float64, device=start.device) * d + s).to(dtype)
+#@ trilu
+def _trilu(x, k, upper):
+    return torch.triu(x, k) if upper else torch.tril(x, k)
+#@ patch
+def _patch(out, patch, starts):
+    v = out
+    for d, s in enumerate(starts):
+        v = v.narrow(d, s, patch.shape[d])
+    v.copy_(patch)
+    return out

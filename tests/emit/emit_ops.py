@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""The emitted step's form of the ops no fixture exercises, each in a small hand-built graph
+(w * x, then the op, with w a trainable [C] weight): its forward (`magpie run`) or its training
+step (`magpie run --train`, loss sum: the loss and w's gradient) on magpie's CPU executor, against
+the step `magpie emit --torch` writes, run in float64. Agreement: ||magpie32 - emitted64|| <=
+max(1e-4 * ||emitted64||, 10 * ||emitted32 - emitted64||) (floored at 1e-6 of the largest output):
+magpie's kernels and the emitted PyTorch form must compute the same function; the float64 run is
+the emitted one because magpie's kernels run float32 only.
+
+    emit_ops.py MAGPIE WORKDIR"""
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    from onnx import helper, numpy_helper, TensorProto
+except ImportError as e:
+    print(f"SKIP: {e}: the emitted-module tests need Debian's python3-torch, python3-onnx")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import emit_check  # noqa: E402
+
+F = TensorProto.FLOAT
+X_SHAPE = [2, 3, 6, 6]
+
+
+def const_i64(name, vals):
+    return numpy_helper.from_array(np.array(vals, dtype=np.int64), name)
+
+
+def case(name, nodes, out_shape, train=True, inits=(), opset=13, out_dtype=F, x_pos=False):
+    return dict(name=name, nodes=nodes, out_shape=out_shape, train=train, inits=list(inits),
+                opset=opset, out_dtype=out_dtype, x_pos=x_pos)
+
+
+def cases():
+    n = helper.make_node
+    c = []
+    c.append(case("instance_norm", [n("InstanceNormalization", ["h", "w", "b"], ["y"],
+                                      epsilon=1e-5)], X_SHAPE,
+                  inits=[numpy_helper.from_array(np.linspace(-1, 1, 3).astype(np.float32), "b")]))
+    c.append(case("log_softmax", [n("LogSoftmax", ["h"], ["y"], axis=-1)], X_SHAPE))
+    for op in ("ReduceMax", "ReduceMin", "ReduceL2", "ReduceProd"):
+        c.append(case(op.lower(), [n(op, ["h"], ["y"], axes=[1, 3], keepdims=0)], [2, 6]))
+    c.append(case("resize_linear", [n("Resize", ["h", "", "sc"], ["y"], mode="linear")],
+                  [2, 3, 12, 9], inits=[numpy_helper.from_array(
+                      np.array([1, 1, 2, 1.5], np.float32), "sc")]))
+    c.append(case("resize_nearest", [n("Resize", ["h", "", "sc"], ["y"], mode="nearest",
+                                       coordinate_transformation_mode="asymmetric",
+                                       nearest_mode="floor")], [2, 3, 12, 12],
+                  inits=[numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")]))
+    c.append(case("resize_align", [n("Resize", ["h", "", "sc"], ["y"], mode="linear",
+                                     coordinate_transformation_mode="align_corners")],
+                  [2, 3, 11, 11],
+                  inits=[numpy_helper.from_array(np.array([1, 1, 11 / 6, 11 / 6], np.float32),
+                                                 "sc")]))
+    idx = np.random.RandomState(0).randint(0, 6, size=(2, 3, 6, 4)).astype(np.int64)
+    c.append(case("gather_elements", [n("GatherElements", ["h", "ix"], ["y"], axis=3)],
+                  [2, 3, 6, 4], inits=[numpy_helper.from_array(idx, "ix")]))
+    c.append(case("avgpool_pads", [n("AveragePool", ["h"], ["y"], kernel_shape=[3, 3],
+                                     strides=[2, 2], pads=[1, 1, 1, 1])], [2, 3, 3, 3]))
+    c.append(case("avgpool_incl", [n("AveragePool", ["h"], ["y"], kernel_shape=[3, 3],
+                                     strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1,
+                                     ceil_mode=1)], [2, 3, 4, 4]))
+    c.append(case("maxpool_pads", [n("MaxPool", ["h"], ["y"], kernel_shape=[3, 3],
+                                     strides=[2, 2], pads=[1, 1, 1, 1])], [2, 3, 3, 3]))
+    c.append(case("maxpool_asym", [n("MaxPool", ["h"], ["y"], kernel_shape=[2, 2],
+                                     strides=[2, 2], pads=[0, 0, 1, 1])], [2, 3, 4, 4]))
+    wc = np.random.RandomState(1).randn(4, 3, 3, 3).astype(np.float32) * 0.3
+    c.append(case("conv_asym", [n("Conv", ["h", "wc"], ["y"], kernel_shape=[3, 3],
+                                  pads=[0, 1, 1, 0])], [2, 4, 5, 5],
+                  inits=[numpy_helper.from_array(wc, "wc")]))
+    wt = np.random.RandomState(2).randn(3, 2, 3, 3).astype(np.float32) * 0.3
+    c.append(case("convtranspose_asym", [n("ConvTranspose", ["h", "wt"], ["y"],
+                                           kernel_shape=[3, 3], strides=[2, 2],
+                                           pads=[1, 0, 0, 1])], [2, 2, 12, 12],
+                  inits=[numpy_helper.from_array(wt, "wt")]))
+    c.append(case("convtranspose_sym", [n("ConvTranspose", ["h", "wt"], ["y"],
+                                          kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                          output_padding=[1, 1])], [2, 2, 12, 12],
+                  inits=[numpy_helper.from_array(wt, "wt")]))
+    for op, attrs in (("HardSigmoid", {}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1}),
+                      ("Elu", {"alpha": 0.7}), ("Softplus", {}), ("Abs", {}), ("Tanh", {}),
+                      ("Sigmoid", {}), ("Exp", {}), ("Erf", {})):
+        c.append(case(op.lower(), [n(op, ["h"], ["y"], **attrs)], X_SHAPE,
+                      opset=14 if op == "HardSwish" else 13))
+    c.append(case("sqrt_log_recip", [n("Sqrt", ["h"], ["s"]), n("Log", ["s"], ["l"]),
+                                     n("Reciprocal", ["s"], ["r"]), n("Add", ["l", "r"], ["y"])],
+                  X_SHAPE, x_pos=True))
+    c.append(case("clip", [n("Constant", [], ["lo"], value=numpy_helper.from_array(
+        np.array(-0.5, np.float32))), n("Constant", [], ["hi"], value=numpy_helper.from_array(
+            np.array(0.7, np.float32))), n("Clip", ["h", "lo", "hi"], ["y"])], X_SHAPE))
+    # forward-only ops
+    c.append(case("cumsum", [n("CumSum", ["h", "ax"], ["y"], exclusive=1, reverse=1)], X_SHAPE,
+                  train=False, inits=[const_i64("ax", 2)]))
+    c.append(case("argmax", [n("ArgMax", ["h"], ["y"], axis=2, keepdims=0,
+                                select_last_index=1)], [2, 3, 6], train=False,
+                  out_dtype=TensorProto.INT64))
+    c.append(case("trilu", [n("Trilu", ["h", "k"], ["y"], upper=0)], X_SHAPE, train=False,
+                  opset=14, inits=[const_i64("k", 1)]))
+    return c
+
+
+def build(cs, path):
+    x = helper.make_tensor_value_info("x", F, X_SHAPE)
+    y = helper.make_tensor_value_info("y", cs["out_dtype"], cs["out_shape"])
+    w = numpy_helper.from_array(np.linspace(0.5, 1.5, 3).astype(np.float32).reshape(1, 3, 1, 1),
+                                "w")
+    inits = [w] + cs["inits"]
+    if cs["name"] == "instance_norm":
+        inits[0] = numpy_helper.from_array(np.linspace(0.5, 1.5, 3).astype(np.float32), "w")
+        nodes = [helper.make_node("Identity", ["x"], ["h"])] + cs["nodes"]
+    else:
+        nodes = [helper.make_node("Mul", ["x", "w"], ["h"])] + cs["nodes"]
+    g = helper.make_graph(nodes, cs["name"], [x], [y], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", cs["opset"])])
+    onnx.save(m, path)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode and not (cmd[1] == "optimize" and r.returncode == 3):  # 3: limit not met
+        raise RuntimeError(" ".join(cmd) + ": " + r.stderr.strip())
+
+
+def check(magpie, work, cs):
+    d = os.path.join(work, cs["name"])
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    build(cs, path)
+    x = np.random.RandomState(3).randn(*X_SHAPE).astype(np.float32)
+    if cs["x_pos"]:
+        x = np.abs(x) + 0.5
+    np.save(os.path.join(d, "x.npy"), x)
+    tr = ["--train"] if cs["train"] else []
+    run([magpie, "run", path, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")] + tr)
+    plan = os.path.join(d, "plan")
+    if cs["train"]:
+        run([magpie, "optimize", path, "--train", "--mem-limit", "0.9", "--max-states", "30",
+             "--threads", "1", "--quiet", "--emit", "torch", "-o", plan])
+        step = os.path.join(plan, "step.py")
+    else:
+        step = os.path.join(d, "step.py")
+        run([magpie, "emit", path, "--torch", "-o", step])
+    mod = emit_check.load_module(step, "op_" + cs["name"])
+    outs = {}
+    for dt in (torch.float64, torch.float32):
+        P = {p: torch.from_numpy(numpy_helper.to_array(i).copy()).to(dt)
+             for i in onnx.load(path).graph.initializer for p in [i.name] if p in mod.PARAMS}
+        outs[dt] = mod.step(P, {"x": torch.from_numpy(x).to(dt)})
+    names = ["loss", "w.grad"] if cs["train"] else ["y"]
+    ok = True
+    for nm in names:
+        got = torch.from_numpy(np.load(os.path.join(d, "out", nm.replace("/", "_") + ".npy")))
+        e64, e32 = outs[torch.float64][nm], outs[torch.float32][nm]
+        if not e64.is_floating_point():
+            good = torch.equal(got, e64.cpu()) and torch.equal(got, e32.cpu())
+            err, bound = float(not good), 0.0
+        else:
+            floor = 1e-6 * e64.double().norm().item()
+            good, err, bound = emit_check.judge(nm, got, e64.double(), e32, floor)
+        ok &= good
+        if not good:
+            print(f"  BAD {cs['name']} {nm}: |magpie - emitted64| = {err:.3e}, bound {bound:.3e}")
+    print(f"{'ok ' if ok else 'BAD'} {cs['name']}{' (training step)' if cs['train'] else ''}")
+    return ok
+
+
+def check_patch(magpie, work):
+    """PetPatch (a PET correction, magpie's domain): the emitted step and `export --standard`'s
+    Pad + Where lowering against magpie's kernel."""
+    d = os.path.join(work, "pet_patch")
+    os.makedirs(d, exist_ok=True)
+    patch = np.arange(2 * 2 * 3 * 2, dtype=np.float32).reshape(2, 2, 3, 2)
+    x = helper.make_tensor_value_info("x", F, X_SHAPE)
+    y = helper.make_tensor_value_info("y", F, X_SHAPE)
+    w = numpy_helper.from_array(np.linspace(0.5, 1.5, 3).astype(np.float32).reshape(1, 3, 1, 1),
+                                "w")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["h"]),
+             helper.make_node("PetPatch", ["h", "p"], ["y"], domain="magpie",
+                              starts=[0, 1, 2, 3])]
+    g = helper.make_graph(nodes, "patch", [x], [y],
+                          initializer=[w, numpy_helper.from_array(patch, "p")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                            helper.make_opsetid("magpie", 1)])
+    path, std = os.path.join(d, "model.onnx"), os.path.join(d, "standard.onnx")
+    onnx.save(m, path)
+    xv = np.random.RandomState(4).randn(*X_SHAPE).astype(np.float32)
+    np.save(os.path.join(d, "x.npy"), xv)
+    run([magpie, "run", path, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")])
+    run([magpie, "export", path, std, "--standard"])
+    run([magpie, "run", std, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "std")])
+    run([magpie, "emit", path, "--torch", "-o", os.path.join(d, "step.py")])
+    mod = emit_check.load_module(os.path.join(d, "step.py"), "op_patch")
+    ref = np.load(os.path.join(d, "out", "y.npy"))
+    got = mod.step({}, {"x": torch.from_numpy(xv)})["y"].numpy()
+    lowered = np.load(os.path.join(d, "std", "y.npy"))
+    domains = {n.domain for n in onnx.load(std).graph.node}
+    expect = xv * numpy_helper.to_array(w)
+    expect[0:2, 1:3, 2:5, 3:5] = patch
+    ok = (np.array_equal(ref, expect) and np.array_equal(got, ref) and
+          np.array_equal(lowered, ref) and domains <= {""})
+    print(f"{'ok ' if ok else 'BAD'} pet_patch (emitted, and lowered by export --standard to "
+          f"{sorted(n.op_type for n in onnx.load(std).graph.node)})")
+    return ok
+
+
+def main(argv):
+    magpie, work = argv[1], argv[2]
+    results = [check_patch(magpie, work)]
+    for cs in cases():
+        try:
+            results.append(check(magpie, work, cs))
+        except RuntimeError as e:
+            print(f"BAD {cs['name']}: {e}")
+            results.append(False)
+    print(f"{sum(results)} of {len(results)} op cases agree")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
