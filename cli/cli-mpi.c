@@ -134,6 +134,7 @@ int cli_dist_resume_part(const char *file, char **part) {
     if (st != IR_OK) return cli_fail_ir(st, &d, NULL);
     if (!is_set) {
         if (size <= 1) return CLI_EXIT_OK;
+        if (rank != 0) return CLI_EXIT_USAGE; /* rank 0 says why, once */
         return cli_fail(CLI_EXIT_USAGE,
                         "%s: a checkpoint of a one-process search; this job has %d ranks: "
                         "resume it without mpirun (or with -np 1)",
@@ -142,6 +143,7 @@ int cli_dist_resume_part(const char *file, char **part) {
     unsigned k = set.ranks;
     uint64_t gen = set.generation, want = rank < (int)k ? set.hash[rank] : 0;
     ckpt_set_free(&set);
+    if ((int)k != size && rank != 0) return CLI_EXIT_USAGE; /* rank 0 says why, once */
     if ((int)k != size)
         return cli_fail(CLI_EXIT_USAGE,
                         "%s: a checkpoint set of %u ranks; this job has %d: resume it with "

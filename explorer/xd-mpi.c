@@ -27,8 +27,12 @@ typedef struct pending_send {
     uint8_t *buf;
 } pending_send;
 
+/* A received state, keyed by its parent and its rewrite: the exact path, not the fingerprint.
+ * Two states of one fingerprint may number their nodes differently (ir_graph_hash ignores ids),
+ * and the rewrites further down a path name node ids: only the path rebuilds them. */
 typedef struct intern_slot {
-    uint64_t fp;
+    const xs_state *parent;
+    rw_rewrite rw;
     xs_state *s; /* NULL: empty */
 } intern_slot;
 
@@ -44,7 +48,7 @@ typedef struct xd {
     size_t n_sends, cap_sends;
     uint8_t *rbuf;
     size_t rbuf_cap;
-    intern_slot *tab; /* fingerprint -> received state (a reference each) */
+    intern_slot *tab; /* (parent, rewrite) -> received state (a reference each) */
     size_t tab_cap, tab_n;
     /* counters: the control thread's */
     uint64_t msgs_sent, msgs_recv, bytes_sent, states_recv;
@@ -86,13 +90,27 @@ static void put_state(uint8_t *out, const xs_state *s) {
     }
 }
 
+static uint64_t slot_hash(const xs_state *parent, const rw_rewrite *rw) {
+    uint64_t h = (uint64_t)(uintptr_t)parent;
+    h = (h ^ (uint64_t)(uint32_t)rw->kind) * UINT64_C(0x9e3779b97f4a7c15);
+    h = (h ^ rw->node_id) * UINT64_C(0xbf58476d1ce4e5b9);
+    h = (h ^ (uint64_t)(uint32_t)rw->value) * UINT64_C(0x94d049bb133111eb);
+    h = (h ^ rw->user_id) * UINT64_C(0x9e3779b97f4a7c15);
+    return h ^ (h >> 31);
+}
+
+static bool same_rw(const rw_rewrite *a, const rw_rewrite *b) {
+    return a->kind == b->kind && a->node_id == b->node_id && a->value == b->value &&
+           a->user_id == b->user_id;
+}
+
 static bool tab_grow(xd *x) {
     size_t cap = x->tab_cap ? 2 * x->tab_cap : 1024;
     intern_slot *t = calloc(cap, sizeof *t);
     if (!t) return false;
     for (size_t i = 0; i < x->tab_cap; i++) {
         if (!x->tab[i].s) continue;
-        size_t j = (size_t)(x->tab[i].fp * UINT64_C(0x9e3779b97f4a7c15)) & (cap - 1);
+        size_t j = (size_t)slot_hash(x->tab[i].parent, &x->tab[i].rw) & (cap - 1);
         while (t[j].s) j = (j + 1) & (cap - 1);
         t[j] = x->tab[i];
     }
@@ -102,9 +120,10 @@ static bool tab_grow(xd *x) {
     return true;
 }
 
-static intern_slot *tab_find(xd *x, uint64_t fp) {
-    size_t j = (size_t)(fp * UINT64_C(0x9e3779b97f4a7c15)) & (x->tab_cap - 1);
-    while (x->tab[j].s && x->tab[j].fp != fp) j = (j + 1) & (x->tab_cap - 1);
+static intern_slot *tab_find(xd *x, const xs_state *parent, const rw_rewrite *rw) {
+    size_t j = (size_t)slot_hash(parent, rw) & (x->tab_cap - 1);
+    while (x->tab[j].s && !(x->tab[j].parent == parent && same_rw(&x->tab[j].rw, rw)))
+        j = (j + 1) & (x->tab_cap - 1);
     return &x->tab[j];
 }
 
@@ -126,18 +145,20 @@ static size_t get_state(xd *x, const uint8_t *p, size_t n, xs_state **out) {
         memcpy(&fp, e + 16, 8);
         memcpy(&peak, e + 24, 8);
         memcpy(&lat, e + 32, 8);
+        rw_rewrite rw = {
+            .kind = kv[0], .node_id = (uint32_t)kv[1], .value = kv[2], .user_id = (uint32_t)kv[3]};
+        if (rw.kind < 0 || rw.kind >= RW_KIND_COUNT) return 0;
         if ((x->tab_n + 1) * 4 > x->tab_cap * 3 && !tab_grow(x)) return 0;
-        intern_slot *sl = tab_find(x, fp);
+        intern_slot *sl = tab_find(x, cur, &rw);
         if (sl->s) {
             cur = sl->s;
             continue;
         }
-        rw_rewrite rw = {
-            .kind = kv[0], .node_id = (uint32_t)kv[1], .value = kv[2], .user_id = (uint32_t)kv[3]};
         xs_eval ev = {.peak = (size_t)peak, .lat = lat, .fp = fp};
         xs_state *s = xs_state_new(cur, &rw, &ev);
         if (!s) return 0;
-        sl->fp = fp;
+        sl->parent = cur;
+        sl->rw = rw;
         sl->s = s; /* the table's reference */
         x->tab_n++;
         cur = s;

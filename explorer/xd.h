@@ -11,9 +11,11 @@
  *  - A state travels as its rewrite path from the start state: per step the rw_rewrite, and the
  *    fingerprint, peak and latency the search computed (40 bytes), so the receiver rebuilds it by
  *    replay (xs_materialize) and checks every step's figures (replay_mismatches). The receiver
- *    interns the steps by fingerprint into its own state tree: a child's siblings and cousins,
- *    which arrive together, share their ancestors, so the replay starts at the nearest ancestor
- *    whose materialization is cached (often the parent: one derive).
+ *    interns the steps by (parent, rewrite) into its own state tree: a child's siblings and
+ *    cousins, which arrive together, share their ancestors, so the replay starts at the nearest
+ *    ancestor whose materialization is cached (often the parent: one derive). Not by
+ *    fingerprint: two states of one fingerprint may number their nodes differently, and the
+ *    rewrites further down a path name node ids.
  *  - Batching. Each destination's outbox is one byte buffer (a mutex each: workers append, the
  *    control thread swaps it out); it is sent with MPI_Isend when it holds XD_BATCH_BYTES or has
  *    waited XD_FLUSH_S, or at once when this rank is idle. Only the control thread calls MPI
