@@ -21,7 +21,8 @@ int cli_dist_rank(void); /* 0 without MPI */
 int cli_dist_size(void); /* 1 without MPI */
 /* This process's part of the search (NULL for a one-process search). */
 struct xs_dist *cli_dist_search(void);
-/* Usage errors of a distributed search (--pet, --refine): reported, CLI_EXIT_USAGE. */
+/* Usage errors of a distributed search (--pet, --refine): reported, CLI_EXIT_USAGE; the layer
+ * created (cli_dist_search), else CLI_EXIT_INTERNAL. */
 int cli_dist_check(const cli_opts *o, bool pet, bool refine);
 /* xs_options.checkpoint of a distributed search (arg: the cli_ckpt). */
 ir_status cli_dist_ckpt_write(void *arg, const xs_snapshot *s, bool final, ir_diag *d);

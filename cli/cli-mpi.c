@@ -62,6 +62,8 @@ int cli_dist_check(const cli_opts *o, bool pet, bool refine) {
                         "--refine is not supported under MPI (%d ranks): run it "
                         "in one process",
                         size);
+    /* never K independent searches each writing the outputs: no layer, no search */
+    if (!cli_dist_search()) return cli_fail(CLI_EXIT_INTERNAL, "out of memory");
     return CLI_EXIT_OK;
 }
 
