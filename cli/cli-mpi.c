@@ -52,6 +52,7 @@ struct xs_dist *cli_dist_search(void) {
 int cli_dist_check(const cli_opts *o, bool pet, bool refine) {
     (void)o;
     if (size <= 1) return CLI_EXIT_OK;
+    if ((pet || refine) && rank != 0) return CLI_EXIT_USAGE; /* rank 0 says why, once */
     if (pet)
         return cli_fail(CLI_EXIT_USAGE,
                         "--pet is not supported under MPI (%d ranks): run it in "

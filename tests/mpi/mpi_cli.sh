@@ -99,7 +99,7 @@ sigterm)
     ;;
 mismatch)
     mpi 2 optimize "$model" "${search[@]}" --time 30 --max-states 500 --checkpoint ck -o a \
-        >/dev/null 2>&1 || fail "optimize at K = 2"
+        >/dev/null 2>err.txt || fail "optimize at K = 2: exit $?: $(tail -n 5 err.txt)"
     mpi 3 resume ck --quiet -o b >out.txt 2>&1
     rc=$?
     [ $rc = 2 ] || fail "resume at K = 3: exit $rc, not 2"
