@@ -229,6 +229,27 @@ ir_status ckpt_writer_commit(const ckpt_writer *w, const char *path, ir_diag *d)
  * honours CKPT_FAIL_ENV). What commit uses; usable for any output that must never be torn. */
 ir_status ckpt_write_atomic(const char *path, const void *data, size_t n, ir_diag *d);
 
+/* ---------------------------------------------------------------- checkpoint sets (ckpt-set.c)
+ *
+ * A distributed search checkpoints as a set: one ordinary checkpoint per rank (its part, at
+ * ckpt_set_part_path(PATH, G, r)) and a manifest at PATH naming the ranks, the generation G and
+ * each part's XXH64 (ckpt_file_hash), written last and atomically once every part is
+ * committed. */
+typedef struct ckpt_set {
+    uint32_t ranks;
+    uint64_t generation;
+    uint64_t *hash; /* ranks of them (owned) */
+} ckpt_set;
+
+/* "PATH.g<generation>.r<rank>", malloc'd (NULL when out of memory). */
+char *ckpt_set_part_path(const char *path, uint64_t generation, int rank);
+ir_status ckpt_set_write(const char *path, const ckpt_set *s, ir_diag *d);
+/* Reads path as a manifest: *is_set false (IR_OK) when it is not one (an ordinary checkpoint, or
+ * a file that does not open: the checkpoint reader then names the cause);
+ * IR_ERR_PARSE naming path for a manifest that does not parse. */
+ir_status ckpt_set_read(const char *path, ckpt_set *s, bool *is_set, ir_diag *d);
+void ckpt_set_free(ckpt_set *s); /* NULL-safe */
+
 /* Removes the temporary files PATH.tmp.<pid> that crashed writers left next to path.
  * Policy: a file is removed when its <pid> is this process's own (no commit of ours is in
  * flight while the caller runs this: call it before the first commit or between commits) or

@@ -14,6 +14,7 @@
  * Every refusal (a bad file, another model, other options) happens before anything is written,
  * with exit status 2; FILE is opened read-only and replaced only by a new checkpoint of this
  * run (atomically). */
+#include "cli-dist.h"
 #include "optimize-run.h"
 
 #include <stdlib.h>
@@ -65,7 +66,11 @@ int cli_cmd_resume(const cli_cmd *cmd, const cli_opts *ro) {
     xs_snapshot snap = {0};
     cli_opt_args a;
 
-    ckpt_reader *rd = ckpt_open(file, &st, &d);
+    /* under mpirun, FILE is a checkpoint set's manifest and this rank reads its own part */
+    char *part = NULL;
+    if ((code = cli_dist_resume_part(file, &part)) != CLI_EXIT_OK) return code;
+    ckpt_reader *rd = ckpt_open(part ? part : file, &st, &d);
+    free(part);
     if (!rd) return cli_fail_ir(st, &d, NULL); /* the message starts with file */
     if ((st = ckpt_get_args(rd, &rec_argc, &rec_argv, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, file);

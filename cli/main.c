@@ -1,6 +1,7 @@
 /* main.c - the `magpie` command: the table of sub-commands, help and version, and dispatch.
  * Each sub-command gets its options from the one shared parser (cli-opts.c), so help texts and
  * usage errors look the same everywhere. */
+#include "cli-dist.h"
 #include "cli.h"
 
 #include <stdio.h>
@@ -252,5 +253,6 @@ int main(int argc, char **argv) {
         return cli_fail(CLI_EXIT_USAGE, "unknown option '%s' (try 'magpie --help')", a);
     const cli_cmd *c = cli_find_cmd(a);
     if (!c) return cli_fail(CLI_EXIT_USAGE, "unknown command '%s' (try 'magpie --help')", a);
-    return finish(dispatch(c, argc - 2, argv + 2));
+    cli_dist_init(&argc, &argv, c->name); /* under mpirun: one search across the ranks */
+    return cli_dist_exit(finish(dispatch(c, argc - 2, argv + 2)));
 }

@@ -5,6 +5,7 @@
  * "states_*" counters and "resumes" count the whole search, earlier runs of a resumed one
  * included; "checkpoint" describes this run's checkpoints; "pet" the PET table the search
  * built (rebuilt identically by a resume) and the candidates applied in the best state. */
+#include "cli-dist.h"
 #include "optimize-run.h"
 
 #include <math.h>
@@ -112,6 +113,8 @@ void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
     }
     cli_json_key(j, "checkpoint");
     cli_ckpt_report(j, p->ckpt, r);
+    cli_json_key(j, "mpi");
+    cli_dist_report(j, r);
     cli_json_key(j, "frontier");
     cli_json_obj_begin(j);
     cli_json_kv_uint(j, "max", p->a->xs.max_frontier);

@@ -22,6 +22,7 @@
  * search has ended, so a second SIGINT while the plan is written ends the process at once (the
  * checkpoint is already on disk). The limit not met is exit 3 with the plan still written. */
 #define _POSIX_C_SOURCE 200809L
+#include "cli-dist.h"
 #include "optimize-run.h"
 
 #include <errno.h>
@@ -275,6 +276,10 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     interrupted = 0;
     checkpoint_now = 0;
     install_signals(&old_sig);
+    if ((code = cli_dist_check(o, (a->xs.rules & XS_RULE_PET) != 0, a->refine)) != CLI_EXIT_OK)
+        goto out;
+    a->xs.dist = cli_dist_search();
+    bool rank0 = cli_dist_rank() == 0; /* alone prints and writes the plan (cli-dist.h) */
     if (o->checkpoint) {
         ck = &ck_store;
         if ((code = cli_ckpt_prepare(ck, o->checkpoint, job, cli_optimize_options_hash(o, a))) !=
@@ -314,12 +319,12 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
                        .tty = isatty(STDERR_FILENO) == 1,
                        .base_peak = eager.peak_device_bytes,
                        .base_lat = eager.latency_s};
-    a->xs.progress = o->quiet ? NULL : progress;
+    a->xs.progress = o->quiet || !rank0 ? NULL : progress;
     a->xs.progress_arg = &pc;
     a->xs.progress_interval_s = pc.tty ? TTY_INTERVAL_S : PLAIN_INTERVAL_S;
     a->xs.interrupt = &interrupted;
     if (ck) {
-        a->xs.checkpoint = cli_ckpt_write;
+        a->xs.checkpoint = a->xs.dist ? cli_dist_ckpt_write : cli_ckpt_write;
         a->xs.checkpoint_arg = ck;
         a->xs.checkpoint_every_s = a->checkpoint_every_s;
         a->xs.checkpoint_now = &checkpoint_now;
@@ -337,6 +342,10 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         bool ck_failed = ck && ck->final_failed;
         if (ck_failed) ir_diag_prefix(&d, "cannot write the final checkpoint");
         code = cli_fail_ir(st, &d, ck_failed ? NULL : path);
+        goto out;
+    }
+    if (!rank0) {
+        code = r.interrupted ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK; /* rank 0's is the job's */
         goto out;
     }
     cli_measure mz;

@@ -138,6 +138,44 @@ bool xs_rule_inside_fission(int kind);
 ir_status xs_evaluate(const xs_ctx *c, const ir_graph *g, int *order, size_t *peak, double *lat,
                       ir_diag *d);
 
+/* xp-search.c: the search's BetterThan on two keys (the pool's order). */
+bool xs_key_better(const xs_ctx *c, const xp_key *a, const xp_key *b, double delta);
+
+/* ---------------------------------------------------------------- the distributed layer
+ *
+ * What xs_search calls when xs_options.dist is set (one process of an MPI job); xd-mpi.c, built
+ * only with MAGPIE_MPI, implements it (xd.h makes one). Every call but route is made on the
+ * calling (control) thread, which alone talks to MPI. */
+typedef enum xs_dist_act {
+    XS_DIST_RUN = 0,    /* go on */
+    XS_DIST_CHECKPOINT, /* every rank takes a checkpoint now */
+    XS_DIST_STOP,       /* every rank stops now, for the reason given */
+} xs_dist_act;
+
+typedef struct xs_dist_ops {
+    /* whether this rank owns fingerprint fp (the start state starts on its owner) */
+    bool (*owns)(struct xs_dist *x, uint64_t fp);
+    /* once the pool runs: records c and p, waits for every rank to get there */
+    ir_status (*begin)(struct xs_dist *x, xs_ctx *c, xp_pool *p, ir_diag *d);
+    /* one communication step (sends, receives, the termination and best-sharing wave):
+     * want_checkpoint is this rank's wish; on XS_DIST_STOP *why is the reason, the same on all */
+    xs_dist_act (*step)(struct xs_dist *x, bool want_checkpoint, xp_stop_reason *why);
+    /* with the pool paused or joined: sends what is queued and receives until no state is in
+     * flight anywhere (every rank calls it together); received states join the frontier */
+    ir_status (*quiesce)(struct xs_dist *x, ir_diag *d);
+    /* after the final quiesce: rank 0 gets every rank's figures (r->per_rank, r->stats.total
+     * summed) and the best state of all (*best: a reference, the caller's; NULL elsewhere) */
+    ir_status (*finish)(struct xs_dist *x, xs_result *r, xs_state **best, ir_diag *d);
+    /* drops the layer's references to states (before the context is freed) */
+    void (*end)(struct xs_dist *x);
+    /* xp_pool_opts.route (arg: the xs_dist); any worker thread */
+    bool (*route)(void *arg, const void *state, uint64_t fp, xp_key key);
+} xs_dist_ops;
+
+struct xs_dist {
+    const xs_dist_ops *ops;
+};
+
 /* xp-snapshot.c */
 /* The snapshot of the search c runs on p, while p is paused or after xp_pool_wait: r holds this
  * run's start figures and resumes; c->o->resume (may be NULL) the snapshot this run resumed,

@@ -162,6 +162,13 @@ typedef struct xp_pool_opts {
     size_t max_states;     /* fingerprint-set capacity (a budget: full stops); 0: 2^20 */
     unsigned expose_every; /* exposure period (above); 0: 4 */
     size_t max_frontier;   /* frontier bound (above); 0: none */
+    /* Distributed search (xs_dist, one pool per MPI rank; NULL route: one process). route is
+     * called by xp_emit first, on the emitting worker's thread: true when the child belongs to
+     * another process, which route has taken a copy for (the child is then freed here,
+     * XP_EMIT_SENT). With route set, an empty pool does not end (XP_STOP_EXHAUSTED): it waits for
+     * xp_pool_inject, and only xp_pool_stop ends it. */
+    bool (*route)(void *arg, const void *state, uint64_t fp, xp_key key);
+    void *route_arg;
 } xp_pool_opts;
 
 typedef enum xp_stop_reason {
@@ -180,6 +187,7 @@ typedef enum xp_emit_result {
     XP_EMIT_REJECTED,   /* worse than delta x best: freed (unless it was ever the best) */
     XP_EMIT_STOPPED,    /* the set is full or memory ran out: the search stops; freed */
     XP_EMIT_DROPPED,    /* the frontier is full and it is no better than its worst: freed */
+    XP_EMIT_SENT,       /* owned by another process (xp_pool_opts.route): sent there, freed */
 } xp_emit_result;
 
 typedef struct xp_worker_stats {
@@ -237,6 +245,22 @@ void xp_pool_request_stop(xp_pool *p);
  * xp_pool_start and xp_pool_wait; pause and resume alternate. */
 void xp_pool_pause(xp_pool *p);
 void xp_pool_resume(xp_pool *p);
+
+/* Distributed search (xp_pool_opts.route), from the controlling thread while the pool runs or is
+ * paused:
+ *  - xp_pool_inject hands a state received from another process (owned by the pool from now on):
+ *    deduplicated at once against the fingerprint set (XP_EMIT_DUPLICATE: freed; XP_EMIT_STOPPED:
+ *    the set is full, the pool stops), else queued (XP_EMIT_PUSHED) for the next worker looking
+ *    for work, which applies the relaxed acceptance and the frontier bound to it as xp_emit does;
+ *    queued states are part of the frontier (xp_pool_visit_frontier, pending);
+ *  - xp_pool_idle: no state is queued, in a heap, a deque or being expanded (pending == 0);
+ *  - xp_pool_set_bound: the best key of the whole search (the other processes' included);
+ *    the relaxed acceptance also requires better(child, bound, delta) or better(child, bound, 1);
+ *  - xp_pool_stop: ends the search with reason r (the first reason set wins). */
+xp_emit_result xp_pool_inject(xp_pool *p, void *state, uint64_t fp, xp_key key);
+bool xp_pool_idle(const xp_pool *p);
+void xp_pool_set_bound(xp_pool *p, xp_key bound);
+void xp_pool_stop(xp_pool *p, xp_stop_reason r);
 
 /* Called from expand only, on its worker's thread: hands child (owned by the pool from now
  * on, whatever the result) with its fingerprint and key to the search. */
@@ -535,6 +559,9 @@ typedef struct xs_options {
      * xs_result.plans: what `optimize` times beside the best when the cost model may be wrong.
      * 0: none. Not part of what defines the search. */
     int keep_plans;
+    /* One search across the processes of an MPI job (xd-mpi.c, built with MAGPIE_MPI; see
+     * xd.h): this process's part of it, or NULL for a search in one process. */
+    struct xs_dist *dist;
 } xs_options;
 
 /* The options setup() builds the PET table with: *o->pet, or the search's defaults (a shallower
@@ -631,11 +658,29 @@ typedef struct xs_result {
     /* xs_options.keep_plans: runners-up, the better first (owned) */
     xs_plan *plans;
     int n_plans;
+    /* a distributed search (xs_options.dist): the processes (0 otherwise) and, on rank 0 only,
+     * each one's figures (owned; n_ranks of them); stats.total then sums every rank's */
+    int n_ranks, rank;
+    struct xs_rank_stats *per_rank;
 } xs_result;
 
 /* Swaps the best state's plan (best, best_order, its figures, chain, counts, fissions and PET
  * candidates) with *p, so that p becomes the best and the former best is left in *p. */
 void xs_result_swap_plan(xs_result *r, xs_plan *p);
+
+
+/* One process's part of a distributed search (xs_result.per_rank). */
+typedef struct xs_rank_stats {
+    uint64_t distinct;                 /* fingerprints it owns (deduplicated states) */
+    uint64_t expanded, generated;      /* its pool's */
+    uint64_t msgs_sent, bytes_sent;    /* batches of states sent, and their bytes */
+    uint64_t states_sent, states_recv; /* states routed to and received from other ranks */
+    uint64_t replay_steps;             /* rewrites replayed to rebuild states (received ones) */
+    double replay_s;                   /* the workers' seconds in replay */
+    double search_s;                   /* its search's wall seconds */
+    double idle_s;                     /* seconds its pool had no state, waiting for the network */
+    double blocked_s; /* seconds its control thread waited in collectives (drains, checkpoints) */
+} xs_rank_stats;
 
 /* Runs the search on g (not modified). On failure returns the status with d set and *r
  * zeroed. */

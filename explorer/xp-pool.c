@@ -112,6 +112,14 @@ struct xp_pool {
     pthread_cond_t cv_parked, cv_resume;
     int paused, parked, exited;
     atomic_int pause_flag;
+    /* distributed search (xp_pool_inject): states received, FIFO through next_retired (not yet
+     * retired: they reach a retire list only through offer_best, after leaving the inbox), and
+     * the search-wide best key; both under dist_mu, inbox_n the workers' fast check */
+    pthread_mutex_t dist_mu;
+    xp_node *inbox_head, *inbox_tail;
+    atomic_size_t inbox_n;
+    bool has_bound;
+    xp_key bound;
 };
 
 static uint64_t splitmix(uint64_t *s) {
@@ -272,9 +280,15 @@ static void note_frontier(xp_worker *w) {
         atomic_store_explicit(&w->c.frontier_peak, size, memory_order_relaxed);
 }
 
+static xp_emit_result accept(xp_worker *w, xp_node *n);
+
 xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
     xp_pool *p = w->pool;
     bump(&w->c.generated);
+    if (p->o.route && p->o.route(p->o.route_arg, child, fp, key)) {
+        if (p->cb.free_state) p->cb.free_state(p->ctx, child);
+        return XP_EMIT_SENT;
+    }
     xp_fp_result fr = xp_fpset_insert(p->fps, fp);
     if (fr != XP_FP_NEW) {
         if (fr == XP_FP_PRESENT) {
@@ -296,14 +310,29 @@ xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key) {
     n->state = child;
     n->key = key;
     n->fp = fp;
-    n->seq = w->seq++;
     n->next_retired = NULL;
     atomic_init(&n->retired, false);
+    return accept(w, n);
+}
 
+/* Whether n fails the search-wide bound of a distributed search (xp_pool_set_bound). */
+static bool beyond_bound(xp_pool *p, const xp_node *n) {
+    if (!p->o.route) return false;
+    pthread_mutex_lock(&p->dist_mu);
+    bool has = p->has_bound;
+    xp_key b = p->bound;
+    pthread_mutex_unlock(&p->dist_mu);
+    return has && !better(p, &n->key, &b, 1.0) && !better(p, &n->key, &b, p->o.delta);
+}
+
+/* The relaxed acceptance and the frontier bound for a new node n (its fingerprint in the set). */
+static xp_emit_result accept(xp_worker *w, xp_node *n) {
+    xp_pool *p = w->pool;
+    n->seq = w->seq++;
     bool became_best = offer_best(w, n);
     /* acquire: as in offer_best */
     xp_node *best = atomic_load_explicit(&p->best, memory_order_acquire);
-    if (!became_best && !better(p, &n->key, &best->key, p->o.delta)) {
+    if ((!became_best && !better(p, &n->key, &best->key, p->o.delta)) || beyond_bound(p, n)) {
         bump(&w->c.rejected);
         /* relaxed: only this thread ever wrote it */
         if (!atomic_load_explicit(&n->retired, memory_order_relaxed)) free_node(p, n);
@@ -372,9 +401,32 @@ static void park(xp_worker *w) {
 
 /* The next state to expand: a restored unfinished one (*from_first set), the heap's best, the own
  * deque's newest, or one stolen. */
+/* Moves the received states (xp_pool_inject) into this worker's frontier, each through the
+ * relaxed acceptance. Each was counted in pending when queued; accept() counts it again when it
+ * keeps it, before the queue's count is taken back, so pending cannot read 0 meanwhile. */
+static void drain_inbox(xp_worker *w) {
+    xp_pool *p = w->pool;
+    /* relaxed: a hint; the list itself is read under dist_mu */
+    if (!p->o.route || atomic_load_explicit(&p->inbox_n, memory_order_relaxed) == 0) return;
+    pthread_mutex_lock(&p->dist_mu);
+    xp_node *n = p->inbox_head;
+    p->inbox_head = p->inbox_tail = NULL;
+    atomic_store_explicit(&p->inbox_n, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&p->dist_mu);
+    while (n) {
+        xp_node *next = n->next_retired;
+        n->next_retired = NULL;
+        accept(w, n);
+        /* acq_rel: as the expand's decrement in worker_main */
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+        n = next;
+    }
+}
+
 static xp_node *find_work(xp_worker *w, bool *from_first) {
     *from_first = w->first_at < w->first_n;
     if (*from_first) return w->first[w->first_at++];
+    drain_inbox(w);
     xp_node *n = heap_pop(w);
     if (n) return n;
     uint64_t item;
@@ -416,7 +468,7 @@ static void *worker_main(void *arg) {
         if (!n) {
             /* acquire: pairs with the acq_rel decrements, so all the expands (and their
              * frees) that brought pending to 0 happen-before this worker ends */
-            if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) {
+            if (!p->o.route && atomic_load_explicit(&p->pending, memory_order_acquire) == 0) {
                 set_stop(p, XP_STOP_EXHAUSTED);
                 break;
             }
@@ -507,6 +559,8 @@ xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ct
     atomic_init(&p->end_ns, 0);
     atomic_init(&p->pause_flag, 0);
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->dist_mu, NULL);
+    atomic_init(&p->inbox_n, 0);
     pthread_cond_init(&p->cv_parked, NULL);
     pthread_cond_init(&p->cv_resume, NULL);
     p->w = aligned_alloc(64, ((sizeof(xp_worker) * (size_t)p->n + 63) / 64) * 64);
@@ -559,6 +613,10 @@ void xp_pool_free(xp_pool *p) {
         if (w->cut && !atomic_load_explicit(&w->cut->retired, memory_order_relaxed))
             free_node(p, w->cut);
     }
+    for (xp_node *n = p->inbox_head, *next; n; n = next) {
+        next = n->next_retired;
+        free_node(p, n);
+    }
     for (int i = 0; p->w && i < p->n; i++) {
         xp_worker *w = &p->w[i];
         for (xp_node *n = w->retired, *next; n; n = next) {
@@ -572,6 +630,7 @@ void xp_pool_free(xp_pool *p) {
     free(p->w);
     xp_fpset_free(p->fps);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->dist_mu);
     pthread_cond_destroy(&p->cv_parked);
     pthread_cond_destroy(&p->cv_resume);
     free(p);
@@ -786,6 +845,45 @@ void xp_pool_request_stop(xp_pool *p) {
     set_stop(p, XP_STOP_REQUESTED);
 }
 
+void xp_pool_stop(xp_pool *p, xp_stop_reason r) {
+    set_stop(p, r);
+}
+
+xp_emit_result xp_pool_inject(xp_pool *p, void *state, uint64_t fp, xp_key key) {
+    xp_fp_result fr = xp_fpset_insert(p->fps, fp);
+    xp_node *n = fr == XP_FP_NEW ? malloc(sizeof *n) : NULL;
+    if (!n) {
+        if (fr != XP_FP_PRESENT) set_stop(p, fr == XP_FP_FULL ? XP_STOP_FULL : XP_STOP_NOMEM);
+        if (p->cb.free_state) p->cb.free_state(p->ctx, state);
+        return fr == XP_FP_PRESENT ? XP_EMIT_DUPLICATE : XP_EMIT_STOPPED;
+    }
+    *n = (xp_node){.state = state, .key = key, .fp = fp};
+    atomic_init(&n->retired, false);
+    /* relaxed: counted before it is visible to any worker (the mutex below orders the rest) */
+    atomic_fetch_add_explicit(&p->pending, 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->dist_mu);
+    if (p->inbox_tail)
+        p->inbox_tail->next_retired = n;
+    else
+        p->inbox_head = n;
+    p->inbox_tail = n;
+    atomic_fetch_add_explicit(&p->inbox_n, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&p->dist_mu);
+    return XP_EMIT_PUSHED;
+}
+
+bool xp_pool_idle(const xp_pool *p) {
+    /* acquire: as in worker_main's pending check */
+    return atomic_load_explicit(&((xp_pool *)p)->pending, memory_order_acquire) == 0;
+}
+
+void xp_pool_set_bound(xp_pool *p, xp_key bound) {
+    pthread_mutex_lock(&p->dist_mu);
+    p->bound = bound;
+    p->has_bound = true;
+    pthread_mutex_unlock(&p->dist_mu);
+}
+
 void xp_pool_pause(xp_pool *p) {
     pthread_mutex_lock(&p->mu);
     p->paused = 1;
@@ -838,6 +936,9 @@ void xp_pool_visit_frontier(const xp_pool *p, void (*fn)(void *arg, const xp_ite
         for (size_t k = 0; k < w->heap_n; k++) visit_node(&v, w->heap[k], false);
         if (w->deque) xp_deque_visit(w->deque, visit_deque_item, &v);
     }
+    /* received states not yet accepted by a worker (a distributed search) */
+    visit_arg v = {.fn = fn, .arg = arg, .worker = 0};
+    for (const xp_node *n = p->inbox_head; n; n = n->next_retired) visit_node(&v, n, false);
 }
 
 void xp_pool_visit_bests(const xp_pool *p, void (*fn)(void *arg, const void *state, xp_key key),

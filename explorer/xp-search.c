@@ -42,6 +42,10 @@ static xp_key key_of(const xs_ctx *c, size_t peak, double lat) {
     return xs_key(c, peak, lat);
 }
 
+bool xs_key_better(const xs_ctx *c, const xp_key *a, const xp_key *b, double delta) {
+    return key_better(c->limit, c->o->target, a, b, delta);
+}
+
 static bool cb_better(void *ctx, const xp_key *a, const xp_key *b, double delta) {
     const xs_ctx *c = ctx;
     return key_better(c->limit, c->o->target, a, b, delta);
@@ -691,7 +695,9 @@ static ir_status checkpoint(xs_ctx *c, xp_pool *p, const ir_graph *g, xs_result 
     ir_diag cd = {{0}};
     double t0 = ir_now_seconds();
     if (!final) xp_pool_pause(p);
-    ir_status st = xs_snapshot_take(c, p, g, r, &s, &cd);
+    /* a distributed search's cut: nothing in flight (the final one's quiesce came before) */
+    ir_status st = !final && o->dist ? o->dist->ops->quiesce(o->dist, &cd) : IR_OK;
+    if (st == IR_OK) st = xs_snapshot_take(c, p, g, r, &s, &cd);
     if (!final) {
         xp_pool_resume(p);
         r->checkpoint_pause_s += ir_now_seconds() - t0;
@@ -721,6 +727,10 @@ static xp_pool_opts pool_opts(const xs_options *o, const xs_ctx *c, int threads)
     po.max_seconds = o->max_seconds;
     po.max_states = o->max_states;
     po.max_frontier = o->max_frontier;
+    if (o->dist) {
+        po.route = o->dist->ops->route;
+        po.route_arg = o->dist;
+    }
     return po;
 }
 
@@ -751,10 +761,23 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     } else {
         xs_state *root = c.root;
         c.root = NULL; /* the pool owns it now */
-        if (!xp_pool_start(p, root, root->fp, key_of(&c, root->peak, root->lat))) {
+        xp_key rk = key_of(&c, root->peak, root->lat);
+        /* distributed: the start state is its owner's; the others start empty, with it as the
+         * best, and wait for states */
+        xp_restore none = {
+            .best_item = -1, .best_state = root, .best_fp = root->fp, .best_key = rk};
+        bool started = !o->dist || o->dist->ops->owns(o->dist, root->fp)
+                           ? xp_pool_start(p, root, root->fp, rk)
+                           : xp_pool_start_restored(p, &none);
+        if (!started) {
             st = ir_diag_set(d, IR_ERR_INTERNAL, "cannot start the search threads");
             goto out;
         }
+    }
+    if (o->dist && (st = o->dist->ops->begin(o->dist, &c, p, d)) != IR_OK) {
+        xp_pool_request_stop(p);
+        xp_pool_wait(p);
+        goto out;
     }
     double interval = o->progress_interval_s > 0 ? o->progress_interval_s : 1.0;
     double t1 = ir_now_seconds(), next = t1 + interval;
@@ -764,14 +787,27 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     xp_pool_stats ps;
     for (;;) {
         xp_pool_get_stats(p, &ps, NULL, 0);
-        if (ps.reason != XP_STOP_NONE) break;
+        if (ps.reason != XP_STOP_NONE && !o->dist) break;
         if (o->interrupt && *o->interrupt && !r->interrupted) {
             r->interrupted = true;
             xp_pool_request_stop(p);
         }
         double t = ir_now_seconds();
         bool now = o->checkpoint_now && *o->checkpoint_now;
-        if (o->checkpoint && (now || (every > 0 && t >= next_ckpt))) {
+        bool due = o->checkpoint && (now || (every > 0 && t >= next_ckpt));
+        if (o->dist) {
+            /* every rank stops and checkpoints on the same wave (xd.h) */
+            xp_stop_reason why = XP_STOP_NONE;
+            xs_dist_act act = o->dist->ops->step(o->dist, due, &why);
+            if (act == XS_DIST_STOP) {
+                xp_pool_stop(p, why);
+                if (why == XP_STOP_REQUESTED) r->interrupted = true;
+                break;
+            }
+            due = act == XS_DIST_CHECKPOINT && o->checkpoint;
+            now = now && due;
+        }
+        if (due) {
             if (now) *o->checkpoint_now = 0;
             checkpoint(&c, p, g, r, false, d);
             next_ckpt = ir_now_seconds() + every;
@@ -787,9 +823,10 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
             o->progress(o->progress_arg, &pr, false);
             while (next <= t) next += interval;
         }
-        sleep_s(0.01);
+        sleep_s(o->dist ? 0.0002 : 0.01);
     }
     xp_pool_wait(p);
+    if (o->dist && (st = o->dist->ops->quiesce(o->dist, d)) != IR_OK) goto out;
     r->search_seconds = ir_now_seconds() - t1;
     xp_pool_get_stats(p, &r->stats, NULL, 0);
     r->stats.seconds += base_s; /* the pool counts this run; the result the whole search */
@@ -806,14 +843,19 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     /* the final checkpoint, unfinished states included; before the result's own replay, so its
      * counters are the search's */
     if (o->checkpoint && (st = checkpoint(&c, p, g, r, true, d)) != IR_OK) goto out;
+    xs_state *gb = NULL; /* a distributed search's best of all ranks (rank 0) */
+    if (o->dist && (st = o->dist->ops->finish(o->dist, r, &gb, d)) != IR_OK) goto out;
+    if (gb) b = gb;
     /* the calling thread's slot: the workers are joined */
     xs_mat *m = xs_materialize(&c, &c.w[threads], b, d);
     if (!m) {
+        xs_state_unref(&c, gb);
         st = IR_ERR_INTERNAL;
         goto out;
     }
     st = fill_result(&c, b, m, r, d);
     xs_mat_unref(m);
+    xs_state_unref(&c, gb);
     if (st == IR_OK) st = fill_pet(&c, g, r, d);
     if (st == IR_OK && o->keep_plans > 0) st = fill_plans(&c, p, g, b, threads, r, d);
     r->pet = c.pet; /* the report's: the ctx is freed below */
@@ -838,6 +880,7 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
 out:
     if (p) {
         /* a started pool is joined here (a failed start ends it) */
+        if (o->dist) o->dist->ops->end(o->dist);
         xp_pool_free(p); /* frees every state, hence every cached materialization */
     }
     xs_state_unref(&c, c.root); /* only when the pool never took it */
