@@ -91,8 +91,10 @@ static inline int64_t ir_tensor_numel(const ir_tensor *t) {
  * more than max (inference has already rejected that). */
 int ir_tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max);
 
-/* IR_ERR_UNSUPPORTED (with a message) unless every present float input is float32: for kernels
- * that run float32 only. Integer inputs (indices, axes) are not checked. */
+/* IR_ERR_UNSUPPORTED (with a message) unless every present float input is float32: for a kernel
+ * that runs float32 only. No op of the table has one today (every float op also runs float64, the
+ * reference of ir_graph_to_f64): a new kernel should be a template instantiated by
+ * ir-float-tmpl.h and dispatch with IR_KERNEL_BY_FLOAT instead. Integer inputs are not checked. */
 ir_status ir_check_f32(const ir_kernel_ctx *k);
 /* The float dtype a kernel instantiated for float32 and float64 (ir-float-tmpl.h) runs in: every
  * present float input and output float32, or every one float64 (float32 when there are none).

@@ -121,8 +121,10 @@ nomem:
 }
 
 /* Re-runs shape inference of every node in order and checks that no float output is left
- * narrower than float64. Opaque nodes keep the (promoted) dtypes the file declared. */
-static ir_status reinfer(ir_graph *g, ir_diag *d) {
+ * narrower than float64 and that every output keeps its shape in src (a float Range whose length
+ * depends on float32 rounding would not). Opaque nodes keep the (promoted) dtypes the file
+ * declared. */
+static ir_status reinfer(ir_graph *g, const ir_graph *src, ir_diag *d) {
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         if (n->op == IR_OP_OPAQUE) continue;
@@ -134,12 +136,19 @@ static ir_status reinfer(ir_graph *g, ir_diag *d) {
                 return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
                                     "output '%s' stays %s when its inputs are float64", v->name,
                                     ir_dtype_name(v->dtype));
+            if (v && !ir_shape_eq(&v->shape, &src->values[n->out[k]].shape)) {
+                char s1[96], s2[96];
+                return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                                    "output '%s' would be %s in float64, not %s", v->name,
+                                    ir_shape_str(&v->shape, s1, sizeof s1),
+                                    ir_shape_str(&src->values[n->out[k]].shape, s2, sizeof s2));
+            }
         }
     }
     return IR_OK;
 }
 
-static ir_status promote(ir_graph *g, ir_diag *d) {
+static ir_status promote(ir_graph *g, const ir_graph *src, ir_diag *d) {
     for (int i = 0; i < g->n_values; i++) {
         ir_value *v = &g->values[i];
         if (!needs_promotion(v->dtype)) continue;
@@ -155,13 +164,13 @@ static ir_status promote(ir_graph *g, ir_diag *d) {
         ir_status st = promote_attrs(g, &g->nodes[i], d);
         if (st != IR_OK) return st;
     }
-    return reinfer(g, d);
+    return reinfer(g, src, d);
 }
 
 ir_graph *ir_graph_to_f64(const ir_graph *src, ir_status *st, ir_diag *d) {
     ir_graph *g = ir_graph_clone(src);
     ir_status s =
-        g ? promote(g, d) : ir_diag_set(d, IR_ERR_NOMEM, "out of memory copying the graph");
+        g ? promote(g, src, d) : ir_diag_set(d, IR_ERR_NOMEM, "out of memory copying the graph");
     if (s != IR_OK) {
         if (src->source && src->source[0]) ir_diag_prefix(d, src->source);
         ir_graph_free(g);

@@ -169,8 +169,37 @@ static void test_attributes(void **state) {
     ir_graph_free(g);
 }
 
+/* A float Range whose length float32 rounding decides: 0.03f to 1.3f by 0.01f has 128 values
+ * in float32 (1.3f - 0.03f rounds to float first) and 127 in float64. The copy would not
+ * correspond to the original, so it is refused, naming the node. */
+static void test_shape_change_refused(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    const float vals[3] = {0.03f, 1.3f, 0.01f};
+    int in[3];
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "r%d", i);
+        in[i] = ir_graph_add_value(g, name, IR_F32, &(ir_shape){0});
+        g->values[in[i]].blob = ir_blob_new(sizeof(float));
+        memcpy(ir_blob_data(g->values[in[i]].blob), &vals[i], sizeof(float));
+        g->values[in[i]].flags |= IR_VF_CONST;
+    }
+    int r = add1(g, IR_OP_Range, 3, in, 0, NULL);
+    ir_graph_add_output(g, r);
+    assert_int_equal(g->values[r].shape.dims[0], 128);
+    ir_diag d = {{0}};
+    ir_status st = IR_OK;
+    assert_null(ir_graph_to_f64(g, &st, &d));
+    assert_int_equal(st, IR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "(Range)"));
+    assert_non_null(strstr(d.msg, "[127]"));
+    ir_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_fixture),
-                                       cmocka_unit_test(test_attributes)};
+                                       cmocka_unit_test(test_attributes),
+                                       cmocka_unit_test(test_shape_change_refused)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,10 @@
  * driven the way ir_build_training drives it, seeded with dL/dY = w (random), so it computes the
  * gradient of L = sum(w * f(x)), and every element is compared with central finite differences of
  * L from runs of the forward graph. Reductions and CumSum run float64 (eps 1e-6, rel 1e-6); the
- * other forward kernels run float32 only, so those cases use eps 1e-2 (1e-3 for max-pooling, whose
- * inputs are spread so that no perturbation changes an argmax) and rel tolerance 1e-3 on inputs
- * in [-1, 1) (observed errors stay below 3e-4; the relative error's denominator is at least 1,
- * since BN's dX under a sum loss vanishes). Some cases go through ir_build_training itself (sum
+ * other cases run in float32 with eps 1e-2 (1e-3 for max-pooling, whose inputs are spread so that
+ * no perturbation changes an argmax) and rel tolerance 1e-3 on inputs in [-1, 1) (observed errors
+ * stay below 3e-4; the relative error's denominator is at least 1, since BN's dX under a sum loss
+ * vanishes), and then again in float64 with eps 1e-6 and tolerance 1e-6 (check_case). Some cases go through ir_build_training itself (sum
  * loss, w = 1).
  * Backward kernels: each backward op against a naive reference, on the cases finite differences
  * cannot probe (ties, zeros, windows in the padding); the linear ones (AveragePoolGrad,
@@ -240,7 +240,7 @@ static ir_graph *training_graph(const ir_graph *fwd, const gcase *k, int *out_of
     return g;
 }
 
-static void check_case(const gcase *k) {
+static void check_case_as_given(const gcase *k) {
     ir_graph *fwd = fwd_graph(k);
     const ir_value *yv = &fwd->values[fwd->outputs[0]];
     const int64_t ny = ir_shape_numel(&yv->shape);
@@ -290,6 +290,30 @@ static void check_case(const gcase *k) {
     rt_result_free(&r);
     ir_graph_free(gg);
     ir_graph_free(fwd);
+}
+
+/* Checks case k as given and, when it has float32 inputs, again with every float32 input turned
+ * float64 and float64's finite differences (eps 1e-6, tolerance 1e-6): the float64 kernels of
+ * the forward ops and of their backward ops (ir-float-tmpl.h) agree with central differences far
+ * beyond what float32 allows. */
+static void check_case(const gcase *k) {
+    check_case_as_given(k);
+    gcase k64 = *k;
+    bool any = false;
+    for (int i = 0; i < k->n_in; i++) {
+        const gin *in = &k->in[i];
+        if (!in->data || in->t != IR_F32) continue;
+        int64_t n = ir_shape_numel(&in->s);
+        double *d = pool_alloc(sizeof(double) * (size_t)n);
+        for (int64_t e = 0; e < n; e++) d[e] = ((const float *)in->data)[e];
+        k64.in[i].t = IR_F64;
+        k64.in[i].data = d;
+        any = true;
+    }
+    if (!any) return;
+    k64.eps = 1e-6;
+    k64.tol = 1e-6;
+    check_case_as_given(&k64);
 }
 
 #define F32 IR_F32
