@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [--fuzz]   (--fuzz adds clang and its sanitizer runtimes)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp libprotobuf-c-dev protobuf-c-compiler
-      libonnx-dev libck-dev libzstd-dev libcmocka-dev)
+      libonnx-dev libck-dev libzstd-dev libcmocka-dev libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
