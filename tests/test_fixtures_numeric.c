@@ -8,6 +8,7 @@
  * peak must equal sched_memory_compute's eager peak to the byte, and import -> export -> import
  * must give the same graph (ops, order, shapes) and bit-identical outputs. Prints one table row per
  * fixture; every failing fixture prints a FAIL line, and the test fails at the end. */
+#include "numeric-fixture.h"
 #include "test-check.h"
 
 #include <dirent.h>
@@ -18,30 +19,6 @@
 
 #define MAX_IO 8
 #define REL_TOL 1e-4
-
-/* The strings of meta.json's "inputs" array (a flat list of names), at most max. */
-static int meta_inputs(const char *path, char names[][128], int max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char buf[16384];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strstr(buf, "\"inputs\"");
-    if (!p || !(p = strchr(p, '['))) return 0;
-    int cnt = 0;
-    for (p++; *p && *p != ']' && cnt < max;) {
-        if (*p != '"') {
-            p++;
-            continue;
-        }
-        const char *e = strchr(p + 1, '"');
-        if (!e) break;
-        snprintf(names[cnt++], 128, "%.*s", (int)(e - p - 1), p + 1);
-        p = e + 1;
-    }
-    return cnt;
-}
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -193,7 +170,7 @@ static bool run_fixture(const char *dir, const char *name) {
 
     char file[32];
     int n_meta = fixture_file(path, sizeof path, dir, name, "meta.json")
-                     ? meta_inputs(path, names, MAX_IO)
+                     ? nf_meta_inputs(path, names, MAX_IO)
                      : 0,
         n_in = 0;
     for (; n_in < MAX_IO; n_in++) {
