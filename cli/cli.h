@@ -92,10 +92,10 @@ typedef struct cli_opts {
     const char *checkpoint, *checkpoint_every; /* CLI_OPT_CHECKPOINT values as given, or NULL */
     const char *model;                         /* --model, or NULL */
     double rtol, k; /* --rtol, --k (verify): -1 when not given (rt-check.h's defaults) */
-    bool fission; /* --fission (inspect): the dimension graph, F-Tree and what stops the batch */
+    bool fission;   /* --fission (inspect): the dimension graph, F-Tree and what stops the batch */
     bool external_data; /* --external-data (export) */
-    const char *emit; /* --torch (emit) or --emit KIND (optimize): "torch"; NULL when absent */
-    bool standard;    /* --standard (export): the default ONNX domain only */
+    const char *emit;   /* --torch (emit) or --emit KIND (optimize): "torch"; NULL when absent */
+    bool standard;      /* --standard (export): the default ONNX domain only */
     /* The arguments parsed (after the sub-command's name), as given: optimize records them in
      * its checkpoints so that resume can parse them again. */
     int argc;

@@ -668,7 +668,6 @@ typedef struct xs_result {
  * candidates) with *p, so that p becomes the best and the former best is left in *p. */
 void xs_result_swap_plan(xs_result *r, xs_plan *p);
 
-
 /* One process's part of a distributed search (xs_result.per_rank). */
 typedef struct xs_rank_stats {
     uint64_t distinct;                 /* fingerprints it owns (deduplicated states) */

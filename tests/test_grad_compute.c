@@ -8,11 +8,11 @@
  * other cases run in float32 with eps 1e-2 (1e-3 for max-pooling, whose inputs are spread so that
  * no perturbation changes an argmax) and rel tolerance 1e-3 on inputs in [-1, 1) (observed errors
  * stay below 3e-4; the relative error's denominator is at least 1, since BN's dX under a sum loss
- * vanishes), and then again in float64 with eps 1e-6 and tolerance 1e-6 (check_case). Some cases go through ir_build_training itself (sum
- * loss, w = 1).
- * Backward kernels: each backward op against a naive reference, on the cases finite differences
- * cannot probe (ties, zeros, windows in the padding); the linear ones (AveragePoolGrad,
- * ResizeGrad) against the forward kernel's adjoint, built column by column. */
+ * vanishes), and then again in float64 with eps 1e-6 and tolerance 1e-6 (check_case). Some cases go
+ * through ir_build_training itself (sum loss, w = 1). Backward kernels: each backward op against a
+ * naive reference, on the cases finite differences cannot probe (ties, zeros, windows in the
+ * padding); the linear ones (AveragePoolGrad, ResizeGrad) against the forward kernel's adjoint,
+ * built column by column. */
 #include "test-util.h"
 
 #include "ir-train.h"
