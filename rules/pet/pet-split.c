@@ -435,7 +435,7 @@ static int candidate_pairs(split_ws *w, const set_info *si, int **out) {
         *out = NULL;
         return 0; /* out of memory: no grouping */
     }
-    qsort(pairs, (size_t)n, 2 * sizeof(int), cmp_pair);
+    if (n > 1) qsort(pairs, (size_t)n, 2 * sizeof(int), cmp_pair); /* pairs is NULL when n is 0 */
     int m = 0;
     for (int i = 0; i < n; i++)
         if (!m || pairs[2 * i] != pairs[2 * (m - 1)] ||
