@@ -5,8 +5,9 @@
  * Shapes are static, so whatever ONNX passes as shape data (Reshape's shape, Slice's starts,
  * Expand's shape, ...) is resolved here from the plan's constants and written as literals. Every op
  * allocates its output, as magpie's kernels do, except the Reshape family (Reshape, Flatten,
- * Squeeze, Unsqueeze), which PyTorch and DESIGN.md's views alias, and a Transpose read only by
- * MatMul/Gemm (a transposed operand, a view in both). */
+ * Squeeze, Unsqueeze), which PyTorch and DESIGN.md's views alias, and a Transpose of the last two
+ * axes read only as a MatMul/Gemm operand (ir_value_view_of: a transposed operand, a view in both).
+ */
 #include "emit-torch.h"
 
 #include <stdlib.h>
@@ -241,28 +242,15 @@ static ir_status emit_range(et_ctx *e, const ir_node *n) {
 
 /* ---------------------------------------------------------------- layout */
 
-static bool read_only_by_matmul(const et_ctx *e, int v) {
-    const ir_graph *g = et_graph(e);
-    bool any = false;
-    if (g->values[v].flags & IR_VF_OUTPUT) return false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *m = &g->nodes[i];
-        for (int k = 0; k < m->n_in; k++) {
-            if (m->in[k] != v) continue;
-            if (m->op != IR_OP_MatMul && m->op != IR_OP_Gemm) return false;
-            any = true;
-        }
-    }
-    return any;
-}
-
 static ir_status emit_transpose(et_ctx *e, const ir_node *n) {
     const ir_value *x = ir_node_in(et_graph(e), n, 0);
     int64_t perm[IR_MAX_RANK];
     const int64_t *p;
     int r = x->shape.rank, np = ir_attr_ints(n, "perm", &p);
     for (int i = 0; i < r; i++) perm[i] = np == r ? p[i] : r - 1 - i;
-    bool view = read_only_by_matmul(e, n->out[0]), identity = true;
+    /* a view exactly where magpie's executor and peak count one (a transposed operand: the last
+     * two axes swapped, read only as a MatMul/Gemm operand); elsewhere a copy, as magpie's */
+    bool view = ir_value_view_of(et_graph(e), n->out[0]) >= 0, identity = true;
     for (int i = 0; i < r; i++) identity &= perm[i] == i;
     if (identity) /* permute(identity).contiguous() would alias x */
         et_line(e, "%s = %s.clone()", et_out(e, n, 0), et_in(e, n, 0));

@@ -51,15 +51,18 @@ static ir_status emit_gather_grad(et_ctx *e, const ir_node *n) {
 
 /* ---------------------------------------------------------------- loss */
 
+/* The reduction is passed through: ir_build_training emits "sum" and divides by the count of
+ * non-ignored labels itself (ir-train.c), an imported graph may use the default "mean". */
 static ir_status emit_sce(et_ctx *e, const ir_node *n) {
     long long ignore = (long long)ir_attr_int(n, "ignore_index", -100);
+    const char *reduction = strcmp(ir_attr_str(n, "reduction", "mean"), "sum") ? "mean" : "sum";
     et_use(e, "sce");
     if (n->op == IR_OP_SoftmaxCrossEntropy)
-        et_line(e, "%s, %s = _sce(%s, %s, %lld)", et_out(e, n, 0), et_out(e, n, 1), et_in(e, n, 0),
-                et_in(e, n, 1), ignore);
+        et_line(e, "%s, %s = _sce(%s, %s, %lld, \"%s\")", et_out(e, n, 0), et_out(e, n, 1),
+                et_in(e, n, 0), et_in(e, n, 1), ignore, reduction);
     else
-        et_line(e, "%s = _sce_grad(%s, %s, %s, %lld)", et_out(e, n, 0), et_in(e, n, 0),
-                et_in(e, n, 1), et_in(e, n, 2), ignore);
+        et_line(e, "%s = _sce_grad(%s, %s, %s, %lld, \"%s\")", et_out(e, n, 0), et_in(e, n, 0),
+                et_in(e, n, 1), et_in(e, n, 2), ignore, reduction);
     return IR_OK;
 }
 

@@ -604,26 +604,32 @@ def _dropout(x, ratio, training, want_mask):
     m = torch.rand(x.shape, device=x.device) >= ratio
     return x * m.to(x.dtype) * (1.0 / (1.0 - ratio)), m
 #@ sce
-def _sce(x, labels, ignore):
-    """SoftmaxCrossEntropy -> (mean loss over the positions whose label is not ignore_index,
-    log-probabilities)."""
+def _sce(x, labels, ignore, reduction):
+    """SoftmaxCrossEntropy -> (loss, log-probabilities): the loss of the positions whose label
+    is not ignore_index, summed (reduction "sum") or their mean (by default; NaN when every
+    label is ignored, as magpie's kernel and PyTorch's cross_entropy)."""
     lp = torch.log_softmax(x, -1)
     C = x.shape[-1]
     loss = torch.nn.functional.nll_loss(lp.reshape(-1, C), labels.reshape(-1).long(),
-                                        ignore_index=ignore)
+                                        ignore_index=ignore, reduction=reduction)
     return loss, lp
 
 
-def _sce_grad(dl, lp, labels, ignore):
+def _sce_grad(dl, lp, labels, ignore, reduction):
+    """SoftmaxCrossEntropyGrad -> dLogits: dl * (softmax - onehot), divided by the count of
+    non-ignored labels unless reduction is "sum"; rows with an ignored label are zero."""
     C = lp.shape[-1]
     lab = labels.reshape(-1).long()
     keep = lab != ignore
-    count = keep.sum()
     g = torch.exp(lp.reshape(-1, C))
     rows = torch.arange(lab.numel(), device=lp.device)
     g[rows[keep], lab[keep]] -= 1
-    g.mul_(keep.to(g.dtype).unsqueeze(1))
-    g.mul_(dl.reshape(()) / count)
+    scale = dl.reshape(())
+    if reduction != "sum":
+        scale = scale / keep.sum()
+    g.mul_(scale)
+    # zero, not 0 * scale: a mean over no labels scales by inf, and the kernel writes 0 there
+    g = torch.where(keep.unsqueeze(1), g, torch.zeros((), dtype=g.dtype, device=g.device))
     return g.reshape(lp.shape)
 #@ update
 def _sgd(p, g, lr):
