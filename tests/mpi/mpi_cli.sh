@@ -76,7 +76,11 @@ sigterm)
     "${mpirun_[@]}" -np 2 "$bin" optimize "$model" "${search[@]}" --time 120 --checkpoint ck \
         --checkpoint-every 1 -o a >a.json 2>err.txt &
     run=$!
-    sleep 4
+    # SIGTERM once the search runs: its first checkpoint set (written right after the search
+    # starts) is there; a fixed sleep raced model loading on a loaded machine
+    for _ in $(seq 600); do [ -f ck ] && break; sleep 0.1; done
+    [ -f ck ] || fail "no checkpoint set after 60 s: $(grep magpie err.txt | tail -n 3)"
+    sleep 1
     ranks=$(ps -o pid= --ppid $run)
     [ "$(echo $ranks | wc -w)" = 2 ] || fail "expected 2 ranks under mpirun, found: $ranks"
     kill -TERM $ranks
@@ -85,7 +89,7 @@ sigterm)
     [ $rc = 4 ] || fail "exit $rc after SIGTERM, not 4: $(tail -n 3 err.txt)"
     grep -q '"interrupted":true' a.json || fail "rank 0's report does not say interrupted"
     mpi 2 resume ck --time 2 --quiet --json -o b >b.json 2>err.txt ||
-        fail "resume after SIGTERM: $(tail -n 3 err.txt)"
+        fail "resume after SIGTERM: $(grep magpie err.txt | tail -n 3)"
     # SIGKILL of one rank while checkpoints are written every second: the set the manifest
     # names stays whole (resume checks every part's hash against it)
     "${mpirun_[@]}" -np 2 "$bin" resume ck --time 120 --checkpoint-every 0.2 --quiet -o c \
@@ -95,7 +99,7 @@ sigterm)
     kill -KILL $(ps -o pid= --ppid $run | head -n 1)
     wait $run
     mpi 2 resume ck --time 1 --quiet --json -o d >d.json 2>err.txt ||
-        fail "resume after SIGKILL: $(tail -n 3 err.txt)"
+        fail "resume after SIGKILL: $(grep magpie err.txt | tail -n 3)"
     ;;
 mismatch)
     mpi 2 optimize "$model" "${search[@]}" --time 30 --max-states 500 --checkpoint ck -o a \
