@@ -50,9 +50,12 @@ exhaust)
             --time 60 --quiet --json -o out$np >e$np.json 2>err.txt
         grep -q '"stop_reason":"exhausted"' e$np.json || fail "K = $np did not run to its end"
         [ "$(one e$np.json states_rejected)" = 0 ] || fail "K = $np rejected states"
-        got="$(one e$np.json states_expanded) $(one e$np.json states_explored)"
+        # the same states are expanded at every K; the children generated may differ by a few,
+        # since the path kept for a fingerprint is the first to arrive, and a rewrite that
+        # applies on one path's node numbering can fail on another's (README: what varies)
+        got="$(one e$np.json states_expanded)"
         [ -z "$ref" ] && ref=$got
-        [ "$got" = "$ref" ] || fail "K = $np: expanded/generated $got, K = 1: $ref"
+        [ "$got" = "$ref" ] || fail "K = $np: expanded $got, K = 1: $ref"
     done
     d2=$(sum e2.json distinct_states) d4=$(sum e4.json distinct_states)
     [ "$d2" = "$d4" ] || fail "distinct states: $d2 at K = 2, $d4 at K = 4"
