@@ -40,47 +40,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/magpie-pet-measured-XXXXXX")
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; else echo "scratch: $WORK" >&2; fi
 log() { echo "bench_pet_measured: $*" >&2; }
 
-# bake SRC DST INPUT.npy: the weights (graph inputs after the first) as initializers, and a
-# random data input for the first graph input
-bake() {
-    "$PY" - "$1" "$2" "$3" <<'EOF'
-import sys, zlib, numpy as np, onnx
-from onnx import numpy_helper as nh, helper
-try:
-    np_type = helper.tensor_dtype_to_np_dtype  # onnx >= 1.13
-except AttributeError:
-    from onnx import mapping
-    np_type = mapping.TENSOR_TYPE_TO_NP_TYPE.__getitem__
-src, dst, npy = sys.argv[1:4]
-m = onnx.load(src)
-g = m.graph
-have = {i.name for i in g.initializer}
-keep, new = [], []
-for k, inp in enumerate(g.input):
-    if inp.name in have:
-        continue
-    t = inp.type.tensor_type
-    shape = [d.dim_value for d in t.shape.dim]
-    dt = np_type(t.elem_type)
-    rng = np.random.default_rng(zlib.crc32(inp.name.encode()))
-    if k == 0:
-        keep.append(inp)
-        np.save(npy, rng.uniform(-1, 1, shape).astype(dt))
-        continue
-    if not np.issubdtype(dt, np.floating):
-        a = np.zeros(shape)
-    elif inp.name.endswith("running_var"):
-        a = rng.uniform(0.5, 1.5, shape)
-    else:
-        fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        a = rng.uniform(-1, 1, shape) / np.sqrt(max(fan, 1))
-    new.append(nh.from_array(a.astype(dt), inp.name))
-del g.input[:]
-g.input.extend(keep)
-g.initializer.extend(new)
-onnx.save(m, dst)
-EOF
-}
+# bake SRC DST INPUT.npy: the weights as seeded initializers, a random data input (bake_weights.py)
+bake() { "$PY" bench/bake_weights.py "$1" "$2" "$3"; }
 
 # "WALL CPU" seconds of `magpie run MODEL INPUT --repeat REPEAT` (medians of the warm runs)
 run_s() {
