@@ -50,19 +50,22 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, d, heads, layers, seq, sdpa):
+    """tied=True: the LM head is the token embedding (GPT-2's and GPT-Neo's)."""
+
+    def __init__(self, vocab, d, heads, layers, seq, sdpa, tied=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads, seq, sdpa) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
+        self.head = None if tied else nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx):
         t = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
-        return self.head(self.ln_f(x))
+        x = self.ln_f(x)
+        return self.head(x) if self.head is not None else F.linear(x, self.wte.weight)
 
 
 def build(name, small):
