@@ -7,7 +7,7 @@ input in float64: the reference of the verification criterion).
 
     /work/venv-pypi/bin/python bench/gen_pypi_exports.py SCRATCH [NAME...]
 
-Then bench/check_pypi_exports.sh SCRATCH."""
+Then /usr/bin/python3 bench/check_pypi_exports.py SCRATCH."""
 import os
 import sys
 import time
