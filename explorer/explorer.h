@@ -695,9 +695,11 @@ void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
  * mode Algorithm 3 orders the states above the limit by memory alone, so it reaches the limit
  * through the largest drops (a whole-graph fission's n = 4 or 8), and once a plan is under the
  * limit its relaxed acceptance prunes every state above it, among them those that swaps and remats
- * would bring under it at a lower latency; a latency-bounded search explores those first. Refines
- * only when the first search met the limit and o has a budget; o's checkpoint and resume are not
- * used. Not Algorithm 3: plain xs_search is. */
+ * would bring under it at a lower latency; a latency-bounded search explores those first. When
+ * the first search does not meet the limit, a second XS_MODE_MEM search from the start state gets
+ * the rest of the budget (the lower peak of the two is kept), and the rounds run only if that one
+ * meets it and time is left. Needs a budget in o; o's checkpoint and resume are not used. Not
+ * Algorithm 3: plain xs_search is. */
 #define XS_REFINE_ROUNDS 3
 /* The first search finds its plan within the limit early (the largest drops first), then
  * mostly waits; the rounds need the time (BERT-base's plan within 0.4 of the peak is some 60

@@ -1,7 +1,8 @@
 /* xp-refine.c - xs_search_refined (explorer.h): the memory-limit search followed by
  * latency-bounded searches that bisect the latency of the best plan within the limit. Each
  * search is a whole xs_search from the start state (its own pool, fingerprint set and
- * F-Tree); what carries over is the best plan and the bounds. */
+ * F-Tree); what carries over is the best plan and the bounds. When the first search finds no
+ * plan within the limit, a second memory-limit search gets the rest of the budget. */
 #include "explorer-impl.h"
 
 /* into's counters += from's: the refined result reports the work of every search. */
@@ -37,7 +38,34 @@ ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r
     first.resume = NULL;
     double t0 = ir_now_seconds();
     ir_status st = xs_search(g, &first, r, d);
-    if (st != IR_OK || r->interrupted || (double)r->best_peak_bytes > o->limit) return st;
+    if (st != IR_OK || r->interrupted) return st;
+    if ((double)r->best_peak_bytes > o->limit) {
+        /* no plan within the limit yet: the memory-limit search gets the rest of the budget
+         * (from the start state again, so it reaches at least as far as the first one), and
+         * the rounds whatever that leaves */
+        xs_options more = first;
+        if (o->max_seconds > 0) {
+            more.max_seconds = o->max_seconds - (ir_now_seconds() - t0);
+            if (more.max_seconds <= 0) return st;
+        }
+        if (o->max_states) more.max_states = o->max_states - first.max_states;
+        if (!more.max_states && o->max_states) return st;
+        xs_result r2;
+        if ((st = xs_search(g, &more, &r2, d)) != IR_OK) {
+            xs_result_free(r);
+            return st;
+        }
+        bool better = r2.best_peak_bytes < r->best_peak_bytes;
+        if (better) {
+            add_counts(&r2, r);
+            xs_result_free(r);
+            *r = r2;
+        } else {
+            add_counts(r, &r2);
+            xs_result_free(&r2);
+        }
+        if (r->interrupted || (double)r->best_peak_bytes > o->limit) return st;
+    }
     double lo = r->start_latency_s, hi = r->best_latency_s;
     for (int k = 0; k < XS_REFINE_ROUNDS && lo < hi; k++) {
         xs_options lat = first;

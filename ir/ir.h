@@ -345,6 +345,11 @@ enum ir_dimlink_flags {
     IR_DIMLINK_OUT_INNER = 1u << 2,
 };
 
+/* True when node n draws random numbers when it runs: an IR_OPF_RANDOM op, except a Dropout
+ * that is provably an identity (training_mode absent or constant false, or a constant ratio of
+ * 0), which draws nothing and may be split, recomputed or folded like any deterministic op. */
+bool ir_node_draws_random(const ir_graph *g, const ir_node *n);
+
 /* Most links a node may have (the dims callback is given room for this many). */
 #define IR_MAX_DIMLINKS 256
 

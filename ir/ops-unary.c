@@ -520,11 +520,9 @@ static ir_status dropout_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-/* Dims: element i of the output (and of the mask) comes from element i of X, except in training
- * mode, where the mask is drawn from the flat index i and the node name: a part of a split node
- * would draw other masks. So the links exist only when the node is provably an identity
- * (training_mode absent or a constant false, or a constant ratio of 0). */
-static int dropout_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+/* True when the Dropout node is provably an identity: training_mode absent or a constant false,
+ * or a constant ratio of 0 (what PyTorch's training-mode export of Dropout(p=0) writes). */
+static bool dropout_is_identity(const ir_graph *g, const ir_node *n) {
     const ir_value *rt = ir_node_in(g, n, 1), *tr = ir_node_in(g, n, 2);
     bool identity = !tr || (ir_value_data(tr) && !((const uint8_t *)ir_value_data(tr))[0]);
     if (!identity && ir_value_data(tr)) {
@@ -533,7 +531,20 @@ static int dropout_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
                           : ir_attr_float(n, "ratio", 0.5f);
         identity = have_ratio && ratio == 0;
     }
-    return identity ? ir_dims_first_input(g, n, l) : 0;
+    return identity;
+}
+
+bool ir_node_draws_random(const ir_graph *g, const ir_node *n) {
+    const ir_op_def *def = ir_op_get(n->op);
+    if (!def || !(def->flags & IR_OPF_RANDOM)) return false;
+    return !(n->op == IR_OP_Dropout && dropout_is_identity(g, n));
+}
+
+/* Dims: element i of the output (and of the mask) comes from element i of X, except in training
+ * mode, where the mask is drawn from the flat index i and the node name: a part of a split node
+ * would draw other masks. So the links exist only when the node is provably an identity. */
+static int dropout_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
+    return dropout_is_identity(g, n) ? ir_dims_first_input(g, n, l) : 0;
 }
 
 /* ---------------------------------------------------------------- the op table entries */

@@ -365,37 +365,48 @@ static void test_inspect_text_and_plot(void **state) {
 }
 
 /* inspect --fission: the dimension graph, the F-Tree and the node that stops the batch, in the
- * fission checker's words. The dropout MLP's training graph is stopped by its Dropout (parts
- * would draw new masks); the plain MLP's is not stopped at all. */
+ * fission checker's words. cnn_bn_train's training graph is stopped by its first training-mode
+ * BatchNormalization (its statistics are a mean over the batch); the plain MLP's is not stopped,
+ * nor is the dropout MLP's, whose training-mode Dropout(0) draws nothing. */
 static void test_inspect_fission(void **state) {
     char *tmp = make_tmpdir();
-    const char *drop = src("tests/fixtures/numeric/mlp_dropout_train/model.onnx");
-    proc p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", NULL});
+    const char *bn = src("tests/fixtures/numeric/cnn_bn_train/model.onnx");
+    proc p = run_magpie(tmp, (const char *[]){"inspect", bn, "--train", "--fission", NULL});
     if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
     assert_non_null(strstr(p.out, "dimensions"));
     assert_non_null(strstr(p.out, "graph inputs split"));
     assert_non_null(strstr(p.out, "F-Tree"));
-    assert_non_null(strstr(p.out, "batch        input[0] (length 4)"));
-    assert_non_null(strstr(p.out, "first break: node '/net/net.2/Dropout' (Dropout): fission: a "
-                                  "random op (parts would draw anew)"));
+    assert_non_null(strstr(p.out, "batch        input[0] (length 2)"));
+    assert_non_null(strstr(p.out, "first break: node '/features/features.1/BatchNormalization' "
+                                  "(BatchNormalization): fission: has no dimension and no reduce "
+                                  "axis in D"));
     assert_null(strstr(p.out, "eager peak")); /* --fission replaces the summary */
     assert_string_equal(p.err, "");
     proc_free(&p);
 
-    p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", "--json", NULL});
+    p = run_magpie(tmp, (const char *[]){"inspect", bn, "--train", "--fission", "--json", NULL});
     if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
     jcheck j;
     json_parse_object(p.out, &j);
     assert_int_equal(*json_get(&j, "components"), '[');
-    assert_non_null(strstr(json_get(&j, "components"), "{\"name\":\"input\",\"dim\":0}"));
+    assert_non_null(
+        strstr(json_get(&j, "components"), "{\"name\":\"features.4.weight\",\"dim\":0}"));
     assert_int_equal(*json_get(&j, "ftree"), '[');
     assert_non_null(strstr(json_get(&j, "ftree"), "\"heat\":"));
     assert_non_null(strstr(json_get(&j, "ftree"), "\"score\":"));
     const char *batch = json_get(&j, "batch");
     assert_non_null(strstr(batch, "\"input\":\"input\""));
-    assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/net/net.2/Dropout\",\"op\":"
-                                  "\"Dropout\",\"reason\":\"fission: a random op"));
+    assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/features/features.1/"
+                                  "BatchNormalization\",\"op\":\"BatchNormalization\",\"reason\":"
+                                  "\"fission: has no dimension"));
     assert_non_null(strstr(batch, "\"breaks\":2,"));
+    proc_free(&p);
+
+    const char *drop = src("tests/fixtures/numeric/mlp_dropout_train/model.onnx");
+    p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", NULL});
+    assert_int_equal(p.rc, 0);
+    assert_non_null(strstr(p.out, "batch        input[0] (length 4)"));
+    assert_non_null(strstr(p.out, "no node breaks it"));
     proc_free(&p);
 
     p = run_magpie(tmp, (const char *[]){"inspect", src(FIXTURE "/model.onnx"), "--train",

@@ -299,8 +299,8 @@ static void test_ce_sum_reduction(void **state) {
 }
 
 /* rw_fission_break_at on a mean over the batch (the loss mse was before it became a sum times
- * 1/N) and a Dropout: each is found in node order with the checker's reason, and the walk from
- * past the last ends with -1. */
+ * 1/N) and a training-mode Dropout(0.5): each is found in node order with the checker's reason, and
+ * the walk from past the last ends with -1. */
 static void test_break_at(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
@@ -311,7 +311,24 @@ static void test_break_at(void **state) {
     tu_add_node1(g, IR_OP_Relu, "r", 1, &x, 0, NULL, &r);
     ir_attr kd = tu_attr_int("keepdims", 0);
     int im = tu_add_node1(g, IR_OP_ReduceMean, "m", 1, &r, 1, &kd, &m);
-    int id = tu_add_node1(g, IR_OP_Dropout, "dr", 1, &r, 0, NULL, &dr);
+    /* a training-mode Dropout(0.5): an inference one (no training_mode) is an identity */
+    ir_shape sc = {.rank = 0};
+    int ratio = ir_graph_add_value(g, "ratio", IR_F32, &sc);
+    int train = ir_graph_add_value(g, "training_mode", IR_BOOL, &sc);
+    g->values[ratio].blob = ir_blob_new(sizeof(float));
+    *(float *)ir_blob_data(g->values[ratio].blob) = 0.5f;
+    g->values[train].blob = ir_blob_new(1);
+    *(uint8_t *)ir_blob_data(g->values[train].blob) = 1;
+    g->values[ratio].flags |= IR_VF_CONST | IR_VF_INITIALIZER;
+    g->values[train].flags |= IR_VF_CONST | IR_VF_INITIALIZER;
+    int id = tu_add_node1(g, IR_OP_Dropout, "dr", 3, (int[]){r, ratio, train}, 0, NULL, &dr);
+    /* and a training-mode Dropout(0), as PyTorch exports nn.Dropout(0.0): it draws nothing */
+    int zero = ir_graph_add_value(g, "ratio0", IR_F32, &sc), d0;
+    g->values[zero].blob = ir_blob_new(sizeof(float));
+    *(float *)ir_blob_data(g->values[zero].blob) = 0.0f;
+    g->values[zero].flags |= IR_VF_CONST | IR_VF_INITIALIZER;
+    int id0 = tu_add_node1(g, IR_OP_Dropout, "dr0", 3, (int[]){r, zero, train}, 0, NULL, &d0);
+    ir_graph_add_output(g, d0);
     ir_graph_add_output(g, m);
     ir_graph_add_output(g, dr);
     rw_dgraph *dg = rw_dgraph_build(g);
@@ -325,6 +342,8 @@ static void test_break_at(void **state) {
     assert_int_equal(next, id);
     assert_non_null(strstr(d.msg, "a random op"));
     assert_int_equal(rw_fission_break_at(g, dg, comp, next + 1, &d), -1);
+    assert_false(ir_node_draws_random(g, &g->nodes[id0]));
+    assert_true(ir_node_draws_random(g, &g->nodes[id]));
     rw_dgraph_free(dg);
     ir_graph_free(g);
 }
