@@ -1,7 +1,8 @@
 /* test_ops_einsum.c - Einsum, PRelu and Mean against loops written from the ONNX definitions in
  * double (float32 runs within 1e-5 of them, float64 runs within 1e-12), their gradients by finite
- * differences (test-gradcheck.h), Einsum's refusals, and the expansion of Attention 23 at import:
- * its training graph's gradients against finite differences of the float64 forward. */
+ * differences (test-gradcheck.h), Einsum's refusals, the expansion of Attention 23 at import (its
+ * training graph's gradients against finite differences of the float64 forward), and GridSample's
+ * input gradient in every mode and padding (its forward is judged by the conformance suite). */
 #include "test-gradcheck.h"
 
 #include "ir-einsum.h"
@@ -323,11 +324,53 @@ static void test_attention_grad(void **state) {
     ir_graph_free(f32);
 }
 
+static void test_gridsample_grad(void **state) {
+    (void)state;
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const pads[] = {"zeros", "border", "reflection"};
+    double grid2[2 * 3 * 2 * 2], grid3[1 * 2 * 2 * 1 * 3];
+    gc_fill(grid2, F64, 24, 77, -1.3, 1.3);
+    gc_fill(grid3, F64, 12, 78, -1.1, 1.1);
+    for (int m = 0; m < 3; m++)
+        for (int p = 0; p < 3; p++)
+            for (int ac = 0; ac < 2; ac++) {
+                ir_attr a[3] = {tu_attr_str("mode", modes[m]), tu_attr_str("padding_mode", pads[p]),
+                                tu_attr_int("align_corners", ac)};
+                gc_in in[2] = {
+                    P(TU_SHAPE(2, 2, 4, 5)),
+                    {.kind = GC_CONST, .dtype = F64, .shape = TU_SHAPE(2, 3, 2, 2), .data = grid2}};
+                gc_check(IR_OP_GridSample, 2, in, 1, 3, a, TOL);
+                if (m == 2) continue; /* volumetric: nearest and linear */
+                gc_in v[2] = {P(TU_SHAPE(1, 2, 3, 4, 2)),
+                              {.kind = GC_CONST,
+                               .dtype = F64,
+                               .shape = TU_SHAPE(1, 2, 2, 1, 3),
+                               .data = grid3}};
+                gc_check(IR_OP_GridSample, 2, v, 1, 3, a, TOL);
+            }
+    /* a grid that needs a gradient is refused with the reason */
+    gc_in both[2] = {P(TU_SHAPE(1, 1, 3, 3)), P(TU_SHAPE(1, 2, 2, 2))};
+    int ids[GC_MAX_IN];
+    void *owned[GC_MAX_IN];
+    ir_graph *g = gc_graph(IR_OP_GridSample, 2, both, 1, 0, NULL, ids, owned);
+    ir_diag d = {{0}};
+    ir_status st;
+    assert_null(ir_build_training(g, NULL, &st, &d));
+    assert_int_equal(st, IR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "grid"));
+    for (int i = 0; i < 2; i++) free(owned[i]);
+    ir_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_einsum_forward), cmocka_unit_test(test_einsum_errors),
-        cmocka_unit_test(test_einsum_grad),    cmocka_unit_test(test_prelu),
-        cmocka_unit_test(test_mean),           cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_einsum_forward),
+        cmocka_unit_test(test_einsum_errors),
+        cmocka_unit_test(test_einsum_grad),
+        cmocka_unit_test(test_prelu),
+        cmocka_unit_test(test_mean),
+        cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_gridsample_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
