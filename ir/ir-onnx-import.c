@@ -10,6 +10,7 @@
  * Invariants: every message is prefixed with the file name once, at the end; on any failure
  * the caller gets NULL and nothing leaks (the graph owns all it allocated, the protobuf
  * message is freed in one call). */
+#include "ir-expand-attn.h"
 #include "ir-fold.h"
 #include "ir-onnx.h"
 
@@ -499,8 +500,8 @@ static ir_status add_node(importer *im, size_t i) {
     }
     if (subgraph)
         im->skip[idx] = 2; /* its sub-graph may read outer values: never kept as opaque */
-    else if (op == IR_OP_OPAQUE)
-        im->skip[idx] = 1;
+    else if (op == IR_OP_OPAQUE && !ir_expandable_op(dom, op_type))
+        im->skip[idx] = 1; /* (an expandable op is expanded when inference reaches it) */
 out:
     /* ir_graph_add_node took its own references to tensor attributes */
     for (int k = 0; k < n_attrs; k++) ir_blob_unref(attrs[k].t_blob);
@@ -691,6 +692,11 @@ static ir_status classify(importer *im) {
 static ir_status infer_and_fold(importer *im) {
     ir_graph *g = im->g;
     for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].op == IR_OP_OPAQUE &&
+            ir_expandable_op(g->nodes[i].domain, g->nodes[i].op_type)) {
+            ir_status xs = ir_expand_node(g, i, im->d); /* node i is then its first op */
+            if (xs != IR_OK) return xs;
+        }
         if (g->nodes[i].op == IR_OP_OPAQUE) continue; /* shapes were declared */
         ir_status st = ir_node_infer(g, &g->nodes[i], im->d);
         if (st != IR_OK) return st;

@@ -351,6 +351,40 @@ static void test_matmul(void **state) {
     mm_case(TU_SHAPE(3, 600), TU_SHAPE(600, 530), "mm_long_k"); /* GEMM blocks and folding */
 }
 
+/* Einsum compiled into copies, reductions, reshapes and one PET_MATMUL (pet-compile.c). */
+static void einsum_case(const char *eq, int n, ir_shape as, ir_shape bs) {
+    ir_graph *g = ir_graph_new();
+    int in[2] = {input(g, "a", as), n > 1 ? input(g, "b", bs) : -1};
+    ir_attr at = tu_attr_str("equation", eq);
+    ir_graph_add_output(g, op(g, IR_OP_Einsum, eq, n, in, 1, &at));
+    assert_true(pet_einsum_ok(g, &g->nodes[g->n_nodes - 1]));
+    check_graph(g, 4, 1, eq);
+}
+
+static void test_einsum(void **state) {
+    (void)state;
+    einsum_case("bhqd,bhkd->bhqk", 2, TU_SHAPE(2, 3, 4, 5), TU_SHAPE(2, 3, 6, 5));
+    einsum_case("bij,bjk->bik", 2, TU_SHAPE(3, 4, 6), TU_SHAPE(3, 6, 2));
+    einsum_case("ij,jk", 2, TU_SHAPE(5, 7), TU_SHAPE(7, 3));
+    einsum_case("abc,cd->dba", 2, TU_SHAPE(2, 3, 4), TU_SHAPE(4, 5)); /* two M dims, permuted */
+    einsum_case("ij,kl->ljki", 2, TU_SHAPE(2, 3), TU_SHAPE(4, 2));    /* an outer product */
+    einsum_case("ijk,jl->l", 2, TU_SHAPE(2, 3, 4), TU_SHAPE(3, 5));   /* i, k summed in A alone */
+    einsum_case("...ij,...jk->...ik", 2, TU_SHAPE(2, 1, 3, 4), TU_SHAPE(5, 4, 2)); /* broadcast */
+    einsum_case("ij->ji", 1, TU_SHAPE(3, 5), TU_SHAPE(1));
+    einsum_case("ijk->ki", 1, TU_SHAPE(3, 4, 5), TU_SHAPE(1));
+    einsum_case("ij->", 1, TU_SHAPE(3, 5), TU_SHAPE(1));
+    /* a diagonal and three operands are not compiled: PET's splitting cuts them */
+    ir_graph *g = ir_graph_new();
+    int a = input(g, "a", TU_SHAPE(3, 3));
+    ir_attr at = tu_attr_str("equation", "ii->i");
+    ir_graph_add_output(g, op(g, IR_OP_Einsum, "diag", 1, &a, 1, &at));
+    assert_false(pet_einsum_ok(g, &g->nodes[0]));
+    pet_prog *p;
+    ir_diag d = {{0}};
+    assert_int_equal(pet_prog_compile(g, &p, &d), IR_ERR_UNSUPPORTED);
+    ir_graph_free(g);
+}
+
 static void test_gemm(void **state) {
     (void)state;
     for (int ta = 0; ta < 2; ta++)
@@ -558,6 +592,7 @@ static void test_unsupported(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_field_arith),
+        cmocka_unit_test(test_einsum),
         cmocka_unit_test(test_field_doubles),
         cmocka_unit_test(test_field_random),
         cmocka_unit_test(test_conv),

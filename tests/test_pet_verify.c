@@ -592,6 +592,52 @@ static void test_counts_and_modes(void **state) {
     ir_graph_free(m);
 }
 
+/* Einsum "bij,bjk->bik" (attention-like batched product) against MatMul: equivalent; against a
+ * MatMul whose B lost its last column: only that column of y fails, and the correction (the
+ * Einsum recomputed on it, pet-region-compute.c) makes the mutant equal the original. */
+static ir_graph *einsum_graph(bool matmul, bool cut) {
+    ir_graph *g = ir_graph_new();
+    int a = pb_input(g, "a", TU_SHAPE(2, 4, 5)), b = pb_input(g, "b", TU_SHAPE(2, 5, 6));
+    if (cut) {
+        int st = pb_ints(g, 1, (int64_t[]){0}), en = pb_ints(g, 1, (int64_t[]){5}),
+            ax = pb_ints(g, 1, (int64_t[]){2});
+        int sl = pb_op(g, IR_OP_Slice, 4, (int[]){b, st, en, ax}, 0, NULL);
+        int pads = pb_ints(g, 6, (int64_t[]){0, 0, 0, 0, 0, 1});
+        b = pb_op(g, IR_OP_Pad, 2, (int[]){sl, pads}, 0, NULL);
+    }
+    ir_attr eq = {.name = "equation", .type = IR_ATTR_STRING, .s = "bij,bjk->bik"};
+    int y = matmul ? pb_op(g, IR_OP_MatMul, 2, (int[]){a, b}, 0, NULL)
+                   : pb_op(g, IR_OP_Einsum, 2, (int[]){a, b}, 1, &eq);
+    pb_output(g, y, "y");
+    return g;
+}
+
+static void test_einsum_verify(void **state) {
+    (void)state;
+    ir_graph *o = einsum_graph(false, false), *m = einsum_graph(true, false),
+             *mc = einsum_graph(true, true);
+    pet_result r;
+    pet_options opt = {.seed = 9, .threads = 1};
+    verify(o, m, &opt, &r);
+    assert_true(r.equivalent);
+    pet_result_free(&r);
+    verify(o, mc, &opt, &r);
+    assert_false(r.equivalent);
+    const pet_output_report *rep = &r.outputs[0];
+    assert_true(rep->n_failed > 0);
+    for (int64_t i = 0; i < rep->n_failed; i++) {
+        const pet_box *bx = &rep->failed[i].box;
+        assert_true(bx->lo[2] == 5 && bx->hi[2] == 6);
+    }
+    assert_int_equal(rep->failed_elems, 2 * 4);
+    check_correction_zp(o, mc, &r, 31);
+    check_correction_float(o, mc, &r);
+    pet_result_free(&r);
+    ir_graph_free(o);
+    ir_graph_free(m);
+    ir_graph_free(mc);
+}
+
 static void test_errors(void **state) {
     (void)state;
     ir_graph *o = planted_original(2, 5, 5);
@@ -636,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_figure1),          cmocka_unit_test(test_figure1_concat),
         cmocka_unit_test(test_figure3),          cmocka_unit_test(test_planted),
         cmocka_unit_test(test_counts_and_modes), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_einsum_verify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

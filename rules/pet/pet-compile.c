@@ -15,6 +15,7 @@
  * means); Identity aliases its input's value instead of copying it. */
 #include "pet-impl.h"
 
+#include "ir-einsum.h"
 #include "ir-geom.h" /* one definition of conv, pool and slice geometry */
 
 #include <stdio.h>
@@ -729,6 +730,187 @@ static ir_status c_global_avg(cc *c, int ni, const ir_node *n) {
     return reduce_steps(c, ni, n, x, y, mask, true, true);
 }
 
+/* ---------------------------------------------------------------- Einsum */
+
+/* Einsum (ir-einsum.h) of one or two operands with no index named twice by one operand and no
+ * summed index broadcast: the forms PyTorch exports. Indices one operand alone sums are reduced
+ * first (PET_REDUCE); two operands are then copied into [batch, M..., K...] and
+ * [batch, K..., N...] order, reshaped to one M, K and N each, multiplied (PET_MATMUL, batch dims
+ * broadcast) and the [batch, M, N] product copied into the output's order. */
+bool pet_einsum_ok(const ir_graph *g, const ir_node *n) {
+    ir_einsum e;
+    if (n->n_in < 1 || n->n_in > 2 || ir_einsum_of(g, n, &e, NULL) != IR_OK) return false;
+    int nb = 0;
+    for (int l = 0; l < e.n_labels; l++) {
+        if (e.repeated[l]) return false;
+        bool in[2] = {false, false};
+        for (int k = 0; k < e.n_ops; k++)
+            for (int i = 0; i < e.rank[k]; i++) in[k] |= e.label[k][i] == l;
+        if (in[0] && in[1] && e.in_out[l]) {
+            nb++;
+            continue;
+        }
+        for (int k = 0; k < e.n_ops; k++) /* M, N, K and reduced indices are not broadcast */
+            for (int i = 0; i < e.rank[k]; i++)
+                if (e.label[k][i] == l && ir_node_in(g, n, k)->shape.dims[i] != e.size[l])
+                    return false;
+    }
+    return nb <= PET_MAX_BATCH;
+}
+
+/* Sums the dims of x (labels lab[0..*nl)) whose label has sum[label] set; the kept labels stay in
+ * order in lab. *res: x itself when none is summed. */
+static ir_status es_reduce(cc *c, int ni, const ir_node *n, int x, int8_t *lab, int *nl,
+                           const bool *sum, int *res) {
+    const ir_shape *xs = shape_of(c, x);
+    pet_reduce red = {.rank = xs->rank};
+    ir_shape ks = {0};
+    int kept = 0;
+    bool any = false;
+    for (int i = 0; i < xs->rank; i++) {
+        red.reduced[i] = sum[lab[i]];
+        red.out_dim[i] = red.reduced[i] ? -1 : kept;
+        any |= red.reduced[i];
+        if (!red.reduced[i]) {
+            ks.dims[ks.rank++] = xs->dims[i];
+            lab[kept++] = lab[i];
+        }
+    }
+    *res = x;
+    if (!any) return IR_OK;
+    *nl = kept;
+    ir_status st = temp_value(c, n, &ks, deg(c, x), res);
+    if (st) return st;
+    pet_step *s = add_step(c, PET_REDUCE, ni, x, -1, *res);
+    if (!s) return nomem(c);
+    s->u.red = red;
+    return IR_OK;
+}
+
+/* x (labels lab[0..nl)) with its dims in the order of want[0..nw) (the same labels), into value
+ * out (or a temporary when out < 0); *res is x when the order is already want's and out < 0. */
+static ir_status es_permute(cc *c, int ni, const ir_node *n, int x, const int8_t *lab, int nl,
+                            const int8_t *want, int nw, int out, int *res) {
+    const ir_shape *xs = shape_of(c, x);
+    int src[IR_MAX_RANK];
+    bool same = nl == nw;
+    ir_shape ws = {.rank = nw};
+    for (int i = 0; i < nw; i++) {
+        src[i] = -1;
+        for (int j = 0; j < nl; j++)
+            if (lab[j] == want[i]) src[i] = j;
+        if (src[i] < 0) return geometry_mismatch(c, n);
+        ws.dims[i] = xs->dims[src[i]];
+        same &= src[i] == i;
+    }
+    ir_status st;
+    if (out < 0) {
+        if (same) {
+            *res = x;
+            return IR_OK;
+        }
+        if ((st = temp_value(c, n, &ws, deg(c, x), &out))) return st;
+    }
+    *res = out;
+    if (c->p->values[out].numel != ir_shape_numel(&ws)) return geometry_mismatch(c, n);
+    if (same) return add_step(c, PET_RESHAPE, ni, x, -1, out) ? IR_OK : nomem(c);
+    pet_step *s = add_step(c, PET_COPY, ni, x, -1, out);
+    if (!s) return nomem(c);
+    for (int i = 0; i < nw; i++) {
+        s->u.copy.ext[i] = ws.dims[i];
+        s->u.copy.src_dim[i] = src[i];
+        s->u.copy.src_step[i] = 1;
+    }
+    return IR_OK;
+}
+
+static ir_status es_reshape(cc *c, int ni, const ir_node *n, int x, const ir_shape *s, int *res) {
+    ir_status st = temp_value(c, n, s, deg(c, x), res);
+    if (st) return st;
+    return add_step(c, PET_RESHAPE, ni, x, -1, *res) ? IR_OK : nomem(c);
+}
+
+static ir_status c_einsum(cc *c, int ni, const ir_node *n) {
+    ir_einsum e;
+    ir_status st;
+    if (!pet_einsum_ok(c->g, n))
+        return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n,
+                            "PET verifies Einsum of one or two operands without diagonals");
+    if ((st = ir_einsum_of(c->g, n, &e, c->d))) return st;
+    int x[2], lab_n[2], y;
+    int8_t lab[2][IR_MAX_RANK];
+    bool in[2][IR_EINSUM_MAX_LABELS] = {{false}}, sum[2][IR_EINSUM_MAX_LABELS] = {{false}};
+    for (int k = 0; k < e.n_ops; k++) {
+        if ((st = data_in(c, n, k, &x[k]))) return st;
+        lab_n[k] = e.rank[k];
+        for (int i = 0; i < e.rank[k]; i++) in[k][lab[k][i] = e.label[k][i]] = true;
+    }
+    for (int l = 0; l < e.n_labels; l++)
+        for (int k = 0; k < e.n_ops; k++)
+            sum[k][l] = in[k][l] && !e.in_out[l] && !(e.n_ops == 2 && in[1 - k][l]);
+    int dg = deg(c, x[0]) + (e.n_ops == 2 ? deg(c, x[1]) : 0);
+    if ((st = out_value(c, n, 0, dg, &y))) return st;
+    for (int k = 0; k < e.n_ops; k++)
+        if ((st = es_reduce(c, ni, n, x[k], lab[k], &lab_n[k], sum[k], &x[k]))) return st;
+    if (e.n_ops == 1) {
+        int r;
+        return es_permute(c, ni, n, x[0], lab[0], lab_n[0], e.out, e.n_out, y, &r);
+    }
+    int8_t bl[IR_MAX_RANK], ml[IR_MAX_RANK], kl[IR_MAX_RANK], nl[IR_MAX_RANK];
+    int nb = 0, nm = 0, nk = 0, nn = 0;
+    int64_t M = 1, N = 1, K = 1;
+    for (int l = 0; l < e.n_labels; l++) {
+        if (in[0][l] && in[1][l] && e.in_out[l]) bl[nb++] = (int8_t)l;
+        if (in[0][l] && in[1][l] && !e.in_out[l]) kl[nk++] = (int8_t)l, K *= e.size[l];
+    }
+    for (int i = 0; i < lab_n[0]; i++)
+        if (!in[1][lab[0][i]]) ml[nm++] = lab[0][i], M *= e.size[lab[0][i]];
+    for (int i = 0; i < lab_n[1]; i++)
+        if (!in[0][lab[1][i]]) nl[nn++] = lab[1][i], N *= e.size[lab[1][i]];
+    int8_t wa[IR_MAX_RANK], wb[IR_MAX_RANK], wr[IR_MAX_RANK];
+    memcpy(wa, bl, (size_t)nb);
+    memcpy(wa + nb, ml, (size_t)nm);
+    memcpy(wa + nb + nm, kl, (size_t)nk);
+    memcpy(wb, bl, (size_t)nb);
+    memcpy(wb + nb, kl, (size_t)nk);
+    memcpy(wb + nb + nk, nl, (size_t)nn);
+    int a2, b2, a3, b3, prod;
+    if ((st = es_permute(c, ni, n, x[0], lab[0], lab_n[0], wa, nb + nm + nk, -1, &a2)) ||
+        (st = es_permute(c, ni, n, x[1], lab[1], lab_n[1], wb, nb + nk + nn, -1, &b2)))
+        return st;
+    pet_matmul mm;
+    memset(&mm, 0, sizeof mm);
+    ir_shape as = {.rank = nb + 2}, bs = {.rank = nb + 2}, ps = {.rank = nb + 2};
+    for (int i = 0; i < nb; i++) {
+        as.dims[i] = shape_of(c, a2)->dims[i];
+        bs.dims[i] = shape_of(c, b2)->dims[i];
+        ps.dims[i] = mm.batch[i] = e.size[bl[i]];
+        mm.a_bdim[i] = as.dims[i] > 1 ? i : -1;
+        mm.b_bdim[i] = bs.dims[i] > 1 ? i : -1;
+    }
+    as.dims[nb] = M, as.dims[nb + 1] = K;
+    bs.dims[nb] = K, bs.dims[nb + 1] = N;
+    ps.dims[nb] = M, ps.dims[nb + 1] = N;
+    mm.nb = nb;
+    mm.M = M, mm.N = N, mm.K = K;
+    mm.a_mdim = mm.b_kdim = mm.o_mdim = nb;
+    mm.a_kdim = mm.b_ndim = mm.o_ndim = nb + 1;
+    if ((st = es_reshape(c, ni, n, a2, &as, &a3)) || (st = es_reshape(c, ni, n, b2, &bs, &b3)) ||
+        (st = temp_value(c, n, &ps, dg, &prod)))
+        return st;
+    pet_step *s = add_step(c, PET_MATMUL, ni, a3, b3, prod);
+    if (!s) return nomem(c);
+    s->u.mm = mm;
+    /* [batch, M, N] as [batch, M..., N...], then into the output's order */
+    ir_shape rs = {.rank = nb + nm + nn};
+    for (int i = 0; i < nb; i++) rs.dims[i] = ps.dims[i], wr[i] = bl[i];
+    for (int i = 0; i < nm; i++) rs.dims[nb + i] = e.size[ml[i]], wr[nb + i] = ml[i];
+    for (int i = 0; i < nn; i++) rs.dims[nb + nm + i] = e.size[nl[i]], wr[nb + nm + i] = nl[i];
+    int r3, r;
+    if ((st = es_reshape(c, ni, n, prod, &rs, &r3))) return st;
+    return es_permute(c, ni, n, r3, wr, rs.rank, e.out, e.n_out, y, &r);
+}
+
 static ir_status c_cumsum(cc *c, int ni, const ir_node *n) {
     int x, y, cnt, axis;
     int64_t a;
@@ -782,6 +964,7 @@ static ir_status c_node(cc *c, int ni) {
     case IR_OP_ReduceSum: return c_reduce(c, ni, n, false);
     case IR_OP_ReduceMean: return c_reduce(c, ni, n, true);
     case IR_OP_CumSum: return c_cumsum(c, ni, n);
+    case IR_OP_Einsum: return c_einsum(c, ni, n);
     default:
         return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n,
                             "%s is not a multilinear op PET can verify", n->op_type);

@@ -7,11 +7,15 @@
  *  - AveragePool: the same geometry (ceil_mode 0): the divisor of every window is unchanged;
  *  - GlobalAveragePool, ReduceSum, ReduceMean: the reduced dims whole, the others the region's;
  *  - MatMul: the region's rows of A and columns of B, all of K (batch dims broadcast);
- *  - Gemm: the same through transA/transB, C broadcast to the region.
+ *  - Gemm: the same through transA/transB, C broadcast to the region;
+ *  - Einsum: each operand's dims that name an output index take the region's range of it, the
+ *    summed ones stay whole (a broadcast size-1 dim too); the same equation on those slices.
  * Every geometry is re-derived from the attributes with the formulas of ir/ops-conv.c and
  * ir/ops-pool.c and checked against the shapes ir inferred: a mismatch is refused, never
  * guessed. */
 #include "pet-correct-impl.h"
+
+#include "ir-einsum.h"
 
 static ir_status unsupported(pc_ctx *c, const ir_node *n, const char *why) {
     return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n, "correction: %s", why);
@@ -259,6 +263,29 @@ static ir_status r_gemm(pc_ctx *c, const ir_node *n, const pet_box *R, int *res)
     return pc_emit_like(c, n, n_in, in, 1, res, NULL, 0, NULL, &st) < 0 ? st : IR_OK;
 }
 
+static ir_status r_einsum(pc_ctx *c, const ir_node *n, const pet_box *R, int *res) {
+    const ir_graph *p = c->prog;
+    ir_einsum e;
+    if (ir_einsum_of(p, n, &e, NULL) != IR_OK || n->n_in > 2)
+        return unsupported(c, n, "an Einsum PET does not compile");
+    int in[2];
+    for (int k = 0; k < e.n_ops; k++) {
+        const ir_shape *s = &p->values[n->in[k]].shape;
+        pet_box b;
+        pc_box_full(s, &b);
+        for (int i = 0; i < s->rank; i++)
+            for (int j = 0; j < e.n_out; j++)
+                if (e.out[j] == e.label[k][i] && s->dims[i] == e.size[e.label[k][i]]) {
+                    b.lo[i] = R->lo[j];
+                    b.hi[i] = R->hi[j];
+                }
+        ir_status st = pc_region(c, n->in[k], &b, &in[k]);
+        if (st != IR_OK) return st;
+    }
+    ir_status st;
+    return pc_emit_like(c, n, e.n_ops, in, 1, res, NULL, 0, NULL, &st) < 0 ? st : IR_OK;
+}
+
 ir_status pc_region_compute(pc_ctx *c, const ir_node *n, const pet_box *R, int *res) {
     switch (n->op) {
     case IR_OP_Conv: return r_conv(c, n, R, res);
@@ -268,6 +295,7 @@ ir_status pc_region_compute(pc_ctx *c, const ir_node *n, const pet_box *R, int *
     case IR_OP_ReduceMean: return r_reduce(c, n, R, res);
     case IR_OP_MatMul: return r_matmul(c, n, R, res);
     case IR_OP_Gemm: return r_gemm(c, n, R, res);
+    case IR_OP_Einsum: return r_einsum(c, n, R, res);
     default: return unsupported(c, n, "no region rule for this op");
     }
 }

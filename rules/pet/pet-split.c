@@ -6,6 +6,7 @@
  * can be replaced by a mutant without creating a cycle; a group's sets have no path between
  * them, so computing them as one op (a grouped conv, a batched matmul) is legal. */
 #include "pet-gen-impl.h"
+#include "pet.h" /* pet_einsum_ok */
 
 #include <stdio.h>
 
@@ -40,6 +41,9 @@ bool pet_node_is_multilinear(const ir_graph *g, const ir_node *n) {
     case IR_OP_Tile: break;
     case IR_OP_Pad:
         if (strcmp(ir_attr_str(n, "mode", "constant"), "constant") != 0) return false;
+        break;
+    case IR_OP_Einsum:
+        if (!pet_einsum_ok(g, n)) return false;
         break;
     default: return false;
     }

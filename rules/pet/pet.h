@@ -258,6 +258,9 @@ typedef struct pet_prog {
  * value used as data, a Pad mode other than constant; IR_ERR_INVALID for a NaN or infinite
  * literal. Nodes no output depends on are skipped. *out is NULL on failure. */
 ir_status pet_prog_compile(const ir_graph *g, pet_prog **out, ir_diag *d);
+/* Whether pet_prog_compile takes Einsum node n: one or two operands, no index named twice by one
+ * operand (a diagonal), no summed index broadcast (the forms PyTorch exports). */
+bool pet_einsum_ok(const ir_graph *g, const ir_node *n);
 void pet_prog_free(pet_prog *p); /* NULL-safe */
 /* The value id of IR value v (-1 when the program has none); the index in p->vars of the
  * variable `name` (-1 when none). */

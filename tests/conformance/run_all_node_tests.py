@@ -6,6 +6,7 @@ times out (60 s), or is refused with anything but exactly one line on stderr. Re
 judged here (test_conformance does that).
 
     build-venv/bin/python tests/conformance/run_all_node_tests.py build/magpie /tmp/allnode
+    ... build/magpie /tmp/somenode attention,rotary   # only tests whose names contain a word
 """
 import os
 import subprocess
@@ -16,10 +17,12 @@ import onnx
 from onnx import numpy_helper
 SRC=os.path.join(os.path.dirname(onnx.__file__),"backend","test","data","node")
 magpie=sys.argv[1]; out=sys.argv[2]
+only=sys.argv[3].split(",") if len(sys.argv)>3 else None
 rcs={}; bad=[]
 for name in sorted(os.listdir(SRC)):
     d=os.path.join(SRC,name); ds=os.path.join(d,"test_data_set_0")
     if not os.path.isdir(ds): continue
+    if only and not any(w in name for w in only): continue
     m=onnx.load(os.path.join(d,"model.onnx"), load_external_data=False)
     init={i.name for i in m.graph.initializer}
     ins=[i.name for i in m.graph.input if i.name not in init]
