@@ -178,6 +178,11 @@ int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
  * fission along it splits the dim into strided parts (rw_fission_check). */
 int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim);
 int rw_dgraph_reduce_inner_comp(const rw_dgraph *dg, int node, int r);
+/* The length of value v's dimension dim's inner factor (B of S*B, or B*H where [S, B*H, d] was
+ * merged into [S*B*H, d]): what a reshape that names it gives it, carried along links between
+ * dims of one length; 0 when none names it, -1 when two disagree. A strided split into n parts
+ * views the dim as [len / K, K] and cuts K into n blocks (rw_fission_apply). */
+int64_t rw_dgraph_value_inner_len(const rw_dgraph *dg, int v, int dim);
 /* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
 /* The length of the dimension the component stands for: the greatest common divisor of its
