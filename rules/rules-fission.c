@@ -111,7 +111,10 @@ static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int c
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an op of unknown semantics");
     if (rw_is_fission_op(n->op) || ir_attr_find(n, RW_FISSION_GROUP_ATTR))
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: already part of a fission");
-    if (def->flags & IR_OPF_RANDOM)
+    /* a Dropout that draws nothing (ratio 0 or training_mode false, as PyTorch exports p = 0 in
+     * training mode) copies its input: its dims callback links it only then */
+    bool identity = n->op == IR_OP_Dropout && dg->loff[i + 1] > dg->loff[i];
+    if ((def->flags & IR_OPF_RANDOM) && !identity)
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a random op (parts would draw anew)");
     if (def->flags & IR_OPF_INPLACE)
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an in-place update");

@@ -311,7 +311,20 @@ static void test_break_at(void **state) {
     tu_add_node1(g, IR_OP_Relu, "r", 1, &x, 0, NULL, &r);
     ir_attr kd = tu_attr_int("keepdims", 0);
     int im = tu_add_node1(g, IR_OP_ReduceMean, "m", 1, &r, 1, &kd, &m);
-    int id = tu_add_node1(g, IR_OP_Dropout, "dr", 1, &r, 0, NULL, &dr);
+    /* a Dropout that draws (ratio 0.5, training_mode true); with ratio 0 or training_mode false
+     * it is a copy, which a fission splits */
+    ir_shape sc = TU_SCALAR_SHAPE;
+    int ratio = ir_graph_add_value(g, "ratio", IR_F32, &sc),
+        mode = ir_graph_add_value(g, "mode", IR_BOOL, &sc);
+    float half = 0.5f;
+    uint8_t on = 1;
+    g->values[ratio].blob = ir_blob_new(sizeof half);
+    memcpy(ir_blob_data(g->values[ratio].blob), &half, sizeof half);
+    g->values[mode].blob = ir_blob_new(sizeof on);
+    memcpy(ir_blob_data(g->values[mode].blob), &on, sizeof on);
+    g->values[ratio].flags |= IR_VF_CONST;
+    g->values[mode].flags |= IR_VF_CONST;
+    int id = tu_add_node1(g, IR_OP_Dropout, "dr", 3, (int[]){r, ratio, mode}, 0, NULL, &dr);
     ir_graph_add_output(g, m);
     ir_graph_add_output(g, dr);
     rw_dgraph *dg = rw_dgraph_build(g);
