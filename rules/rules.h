@@ -290,6 +290,25 @@ ir_graph *rw_fission_apply(const ir_graph *g, const rw_fission *fs, int n, uint3
 ir_graph *rw_fission_materialize(const ir_graph *one_copy, const int *order, int **out_order,
                                  ir_diag *d);
 
+/* ================================================================ batch norm in two phases
+ * (rules-bn.c) A copy of g (a forward graph, before ir_build_training) whose training-mode
+ * BatchNormalization nodes are standard ops: the batch statistics as ReduceSums over the batch
+ * and the centered second sum, per-channel arithmetic on them, Y and the running statistics per
+ * element or per channel, so that the dimension graph follows the batch through them and
+ * autodiff gives a backward whose batch reductions are sums too. It computes what g computes.
+ * *n_done gets the count; NULL with d set (IR_ERR_UNSUPPORTED where a node's saved statistics
+ * are read) on failure. */
+ir_graph *rw_bn_two_phase(const ir_graph *g, int *n_done, ir_diag *d);
+/* f = (S, D, n) cut into phases (rw_fission_apply takes them as one array): a node's phase is the
+ * largest number of S's partial results (nodes of S with no output dimension in D, such as the
+ * batch sums of a batch norm) that S reads again on a path to it; each phase's connected pieces
+ * are one fission, with f's seed and parts. Every part's partial sums of a phase are
+ * accumulated before any part of the next phase starts; per-channel nodes between them run
+ * once. Returns the count, *out malloc'd with every ids array in one block that (*out)[0].ids
+ * owns (free it, then *out); -1 with d set on failure. */
+int rw_fission_phases(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, rw_fission **out,
+                      ir_diag *d);
+
 /* ================================================================ F-Tree (MAGIS 4.3, 5.1)
  * Built by Algorithm 1 on a graph and its memory hot-spots: for every component D of D(G)
  * (that can be split: length >= 2), the sub-graph G' induced by D's nodes (those with an output
