@@ -7,12 +7,13 @@
  * OUT_DIR/optimized.onnx as optimize would; stdout gets the predicted peak of the plan as written
  * ("peak_bytes N") and what the plan holds ("strided_views K", "fission_slices K").
  *
- *     force_fission MODEL.onnx OUT_DIR B BATCH_DIM strided [sgd|none]
+ *     force_fission MODEL.onnx OUT_DIR B BATCH_DIM strided|bn [sgd|none]
  *
  * B binds the symbolic dimension "batch" (0: the model's shapes are static).
  * strided: the largest F-Tree candidate along the batch whose border has strided values (the
  * batch as the inner factor of a merged dim), else the first single node that reads one; exit 2
- * when there is none. */
+ * when there is none. bn: the model's training-mode batch norms in two phases (rw_bn_two_phase),
+ * the whole training graph split along the batch, cut into phases (rw_fission_phases). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,11 +80,38 @@ static ir_graph *pick_strided(const ir_graph *g, const rw_dgraph *dg, int comp,
     return one;
 }
 
+/* Every node with a vertex in comp, as one fission cut into phases, applied in 2 parts. */
+static ir_graph *whole_in_phases(const ir_graph *g, const rw_dgraph *dg, int comp, ir_diag *d) {
+    uint32_t *ids = malloc(sizeof(uint32_t) * ((size_t)g->n_nodes + 1));
+    rw_fission f = {.ids = ids, .parts = 2, .seed_dim = -1};
+    for (int i = 0; ids && i < g->n_nodes; i++) { /* node ids grow in node order here */
+        const ir_node *n = &g->nodes[i];
+        bool in = rw_dgraph_reduce_in(dg, i, comp) > 0;
+        for (int k = 0; k < n->n_out; k++) {
+            int dim = n->out[k] >= 0 ? rw_dgraph_value_dim_in(dg, n->out[k], comp) : -1;
+            in = in || dim >= 0;
+            if (f.seed_dim < 0 && dim >= 0 && rw_dgraph_value_comp(dg, n->out[k], dim) == comp)
+                f.seed_id = n->id, f.seed_out = k, f.seed_dim = dim;
+        }
+        if (in) ids[f.n_ids++] = n->id;
+    }
+    rw_fission *ph = NULL;
+    int n_ph = ids ? rw_fission_phases(g, dg, &f, &ph, d) : -1;
+    ir_graph *one = n_ph > 0 ? rw_fission_apply(g, ph, n_ph, NULL, NULL, d) : NULL;
+    if (one) fprintf(stderr, "force_fission: %d phases\n", n_ph);
+    if (ph) free(ph[0].ids);
+    free(ph);
+    free(ids);
+    return one;
+}
+
 int main(int argc, char **argv) {
     bool sgd = argc == 6 || (argc == 7 && !strcmp(argv[6], "sgd"));
-    if ((argc != 6 && argc != 7) || strcmp(argv[5], "strided") != 0 ||
+    bool bn = argc >= 6 && !strcmp(argv[5], "bn");
+    if ((argc != 6 && argc != 7) || (strcmp(argv[5], "strided") != 0 && !bn) ||
         (argc == 7 && !sgd && strcmp(argv[6], "none") != 0)) {
-        fprintf(stderr, "usage: force_fission MODEL.onnx OUT_DIR B BATCH_DIM strided [sgd|none]\n");
+        fprintf(stderr,
+                "usage: force_fission MODEL.onnx OUT_DIR B BATCH_DIM strided|bn [sgd|none]\n");
         return 2;
     }
     ir_diag d = {{0}};
@@ -93,6 +121,13 @@ int main(int argc, char **argv) {
     ir_import_opts io = {.n_shapes = b.dims[0] > 0, .shape_names = names, .shape_values = &b};
     ir_graph *fwd = ir_onnx_load(argv[1], &io, &st, &d);
     if (!fwd) return fail(argv[1], &d);
+    if (bn) {
+        int n_bn;
+        ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
+        if (!two || n_bn == 0) return fail("batch norm in two phases", two ? NULL : &d);
+        ir_graph_free(fwd);
+        fwd = two;
+    }
     ir_train_opts to = {
         .loss = IR_LOSS_MSE, .optimizer = sgd ? IR_OPTIM_SGD : IR_OPTIM_NONE, .lr = 0.01};
     ir_graph *tg = ir_build_training(fwd, &to, &st, &d);
@@ -101,8 +136,8 @@ int main(int argc, char **argv) {
     int comp = dg ? rw_dgraph_value_comp(dg, tg->inputs[0], atoi(argv[4])) : -1;
     sched_memory m = {0};
     if (comp < 0 || sched_memory_compute(tg, NULL, &m, &d) != IR_OK) return fail("memory", &d);
-    ir_graph *one = pick_strided(tg, dg, comp, &m, &d);
-    if (!one) return fail("strided", &d);
+    ir_graph *one = bn ? whole_in_phases(tg, dg, comp, &d) : pick_strided(tg, dg, comp, &m, &d);
+    if (!one) return fail(argv[5], &d);
     int *order = sched_eager_order(one), *mo = NULL;
     ir_graph *mat = order ? rw_fission_materialize(one, order, &mo, &d) : NULL;
     if (!mat) return fail("materialize", &d);
@@ -116,8 +151,10 @@ int main(int argc, char **argv) {
     if (!plan || sched_memory_compute(plan, NULL, &pm, &d) != IR_OK) return fail(path, &d);
     int slices = 0;
     for (int i = 0; i < plan->n_nodes; i++) slices += plan->nodes[i].op == IR_OP_FissionSlice;
-    printf("peak_bytes %zu\nstrided_views %d\nfission_slices %d\nnodes %d\n", pm.peak_bytes,
-           strided_views(plan), slices, plan->n_nodes);
+    int bns = 0;
+    for (int i = 0; i < plan->n_nodes; i++) bns += plan->nodes[i].op == IR_OP_BatchNormalization;
+    printf("peak_bytes %zu\nstrided_views %d\nfission_slices %d\nbatch_norms %d\nnodes %d\n",
+           pm.peak_bytes, strided_views(plan), slices, bns, plan->n_nodes);
     sched_memory_free(&pm);
     sched_memory_free(&m);
     ir_graph_free(plan);
