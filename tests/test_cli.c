@@ -365,19 +365,20 @@ static void test_inspect_text_and_plot(void **state) {
 }
 
 /* inspect --fission: the dimension graph, the F-Tree and the node that stops the batch, in the
- * fission checker's words. The dropout MLP's training graph is stopped by its Dropout (parts
- * would draw new masks); the plain MLP's is not stopped at all. */
+ * fission checker's words. The batch-norm CNN's training graph is stopped by its first
+ * training-mode BatchNormalization (its statistics are over the batch); the plain MLP's is not
+ * stopped at all, nor the dropout MLP's (its Dropouts have p = 0 and draw nothing). */
 static void test_inspect_fission(void **state) {
     char *tmp = make_tmpdir();
-    const char *drop = src("tests/fixtures/numeric/mlp_dropout_train/model.onnx");
+    const char *drop = src("tests/fixtures/numeric/cnn_bn_train/model.onnx");
     proc p = run_magpie(tmp, (const char *[]){"inspect", drop, "--train", "--fission", NULL});
     if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
     assert_non_null(strstr(p.out, "dimensions"));
     assert_non_null(strstr(p.out, "graph inputs split"));
     assert_non_null(strstr(p.out, "F-Tree"));
-    assert_non_null(strstr(p.out, "batch        input[0] (length 4)"));
-    assert_non_null(strstr(p.out, "first break: node '/net/net.2/Dropout' (Dropout): fission: a "
-                                  "random op (parts would draw anew)"));
+    assert_non_null(strstr(p.out, "batch        input[0] (length 2)"));
+    assert_non_null(strstr(p.out, "first break: node '/features/features.1/BatchNormalization' "
+                                  "(BatchNormalization): fission: has no dimension"));
     assert_null(strstr(p.out, "eager peak")); /* --fission replaces the summary */
     assert_string_equal(p.err, "");
     proc_free(&p);
@@ -393,8 +394,9 @@ static void test_inspect_fission(void **state) {
     assert_non_null(strstr(json_get(&j, "ftree"), "\"score\":"));
     const char *batch = json_get(&j, "batch");
     assert_non_null(strstr(batch, "\"input\":\"input\""));
-    assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/net/net.2/Dropout\",\"op\":"
-                                  "\"Dropout\",\"reason\":\"fission: a random op"));
+    assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/features/features.1/"
+                                  "BatchNormalization\",\"op\":\"BatchNormalization\",\"reason\":"
+                                  "\"fission: has no dimension"));
     assert_non_null(strstr(batch, "\"breaks\":2,"));
     proc_free(&p);
 
@@ -407,6 +409,12 @@ static void test_inspect_fission(void **state) {
     proc_free(&p);
     p = run_magpie(
         tmp, (const char *[]){"inspect", src(FIXTURE "/model.onnx"), "--train", "--fission", NULL});
+    assert_int_equal(p.rc, 0);
+    assert_non_null(strstr(p.out, "no node breaks it"));
+    proc_free(&p);
+    p = run_magpie(tmp, (const char *[]){"inspect",
+                                         src("tests/fixtures/numeric/mlp_dropout_train/model.onnx"),
+                                         "--train", "--fission", NULL});
     assert_int_equal(p.rc, 0);
     assert_non_null(strstr(p.out, "no node breaks it"));
     proc_free(&p);
