@@ -5,6 +5,11 @@
  *  - a FissionBuffer per output of S (a value of S read outside S, or a graph output), holding
  *    its full shape;
  *  - a FissionSlice per input of S with a D-dimension, reads by several nodes of S sharing it;
+ *    where D is only the inner factor K of the input's dim (a strided split: B of [S*B, E]), the
+ *    slice reads an untagged view of the input as [len / K, K] (an ordering input of every
+ *    slice too) and cuts K's axis, and a tagged view gives S the part in its own shape; an output
+ *    of that kind is assembled likewise, into a buffer of the exposed shape, and an untagged view
+ *    of the whole takes the output's place;
  *    its ordering-only inputs are every buffer of the group and every produced value S reads
  *    from outside: so in any order, everything a part needs from outside exists before the
  *    group's first node, which is where rw_fission_materialize puts the other n-1 parts;

@@ -25,6 +25,8 @@
  *    (schedule.h): generators and what depends only on them read nothing from outside the
  *    group that the slices do not also wait for, so the materialized graph can run the other
  *    parts there (rules-fission-mat.c);
+ *  - a border value (an input S slices, an output it assembles) with D as the inner factor of a
+ *    dim only is a strided split: the factor's length is known and n divides it;
  *  - G[S] weakly connected (1) and convex (2).
  * Before the checks, S gains its replicas (add_replicas): layout copies of residents that only S
  * reads, recomputed by each part; they are exempt from the per-node rule of (3) and their

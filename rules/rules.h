@@ -217,10 +217,11 @@ typedef struct rw_fission {
  * input of S that has a D-dimension (it reads a slice); every node of S reads at least one value
  * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
- * fission op or already tagged; parts divides D's length (all of D's dims have one length); the
- * values on S's border (the inputs it slices, the outputs it assembles) have D as a dim of their
- * own or its outer factor, not as an inner factor (whose parts are strided sets of elements):
- * inside S a dim with D as its inner factor is divided like any other.
+ * fission op or already tagged; parts divides D's length (all of D's dims have one length); a
+ * value on S's border (an input it slices, an output it assembles) with D as the inner factor
+ * of a dim only (a strided split: its parts are strided sets of elements) has that factor's
+ * length known (rw_dgraph_value_inner_len) and divisible by parts: rw_fission_apply cuts it
+ * through views that expose the factor. Inside S such a dim is divided like any other.
  * S's replicas join it first: a layout op outside S (Transpose, Reshape, ...) of residents
  * without a D-dimension whose outputs only S reads, such as a weight's Transpose before a
  * Linear layer's MatMul, which each part then recomputes instead of holding it through all of
@@ -251,6 +252,11 @@ int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
  * For each f (its group number k is its index in fs):
  *  - FissionBuffer nodes (run once, untagged) allocate each output of S at its full shape; the
  *    outputs of S are its values read outside S or graph outputs;
+ *  - a border value with D as the inner factor K of its dim (B of [S*B, E]) is viewed as
+ *    [len / K, K] by a Reshape (a view: no bytes), sliced or assembled on K's axis, and the part
+ *    viewed back (for an input, the exposing view is untagged and an ordering input of every
+ *    slice; for an output, the buffer has the exposed shape and an untagged view of the
+ *    assembled whole, under the output's name, replaces it);
  *  - for each input of S with a dimension in D: one FissionSlice(input, buffers..., others...)
  *    cuts the part (axis, parts, index = parts-1), shared by every reader in S; its inputs after
  *    the first are ordering-only: every buffer of the group and every other value that S reads
