@@ -67,6 +67,7 @@ void rw_dgraph_free(rw_dgraph *dg) {
     free(dg->comp);
     free(dg->rsum);
     free(dg->comp_len);
+    free(dg->inner_len);
     free(dg->loff);
     free(dg->links);
     free(dg);
@@ -77,6 +78,70 @@ void rw_dgraph_free(rw_dgraph *dg) {
 static void number(rw_dgraph *dg, int *parent, const unsigned char *real, int x) {
     int root = uf_find(parent, x);
     if (dg->comp[root] < 0 && real[root]) dg->comp[root] = dg->n_comps++;
+}
+
+/* The length of the inner factor of dim i of s in a regrouping whose other shape is t (ir-dims.c,
+ * regroup_inner): the dim's elements past the last prefix product of t strictly inside it; 0
+ * when none lies inside (the dim is one factor). */
+static int64_t regroup_inner_len(const ir_shape *s, int i, const ir_shape *t) {
+    int64_t p = 1, q = 1, best = 0;
+    for (int k = 0; k < i; k++) p *= s->dims[k];
+    int64_t end = p * s->dims[i];
+    for (int k = 0; k < t->rank; k++) {
+        if (q > p && q < end && q > best) best = q;
+        q *= t->dims[k];
+    }
+    return best > 0 && end % best == 0 ? end / best : 0;
+}
+
+/* Records K as the inner-factor length of the value-dim class of slot x (union-find same). */
+static void note_inner(int64_t *len, int *same, int x, int64_t k) {
+    int r = uf_find(same, x);
+    if (k <= 0 || len[r] < 0) return;
+    len[r] = len[r] == 0 || len[r] == k ? k : -1;
+}
+
+/* inner_len (rules-impl.h): the inner factor a reshape gives a dim, on every dim joined to it
+ * whole along links between dims of one length. O(value dims + links). */
+static bool build_inner_len(rw_dgraph *dg, const ir_graph *g) {
+    int ns = dg->voff[g->n_values] / RW_DG_SLOTS;
+    int *same = malloc(sizeof(int) * (size_t)(ns ? ns : 1));
+    dg->inner_len = calloc((size_t)(ns ? ns : 1), sizeof(int64_t));
+    if (!same || !dg->inner_len) {
+        free(same);
+        return false;
+    }
+    for (int x = 0; x < ns; x++) same[x] = x;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int j = dg->loff[i]; j < dg->loff[i + 1]; j++) {
+            const ir_dimlink *l = &dg->links[j];
+            if (l->out_dim < 0 || (l->flags & (IR_DIMLINK_IN_INNER | IR_DIMLINK_OUT_INNER)))
+                continue;
+            int vin = n->in[l->in], vout = n->out[l->out];
+            if (g->values[vin].shape.dims[l->in_dim] == g->values[vout].shape.dims[l->out_dim])
+                uf_union(same, dg->voff[vin] / RW_DG_SLOTS + l->in_dim,
+                         dg->voff[vout] / RW_DG_SLOTS + l->out_dim);
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int j = dg->loff[i]; j < dg->loff[i + 1]; j++) {
+            const ir_dimlink *l = &dg->links[j];
+            if (l->out_dim < 0) continue;
+            const ir_shape *is = &g->values[n->in[l->in]].shape,
+                           *os = &g->values[n->out[l->out]].shape;
+            if (l->flags & IR_DIMLINK_IN_INNER)
+                note_inner(dg->inner_len, same, dg->voff[n->in[l->in]] / RW_DG_SLOTS + l->in_dim,
+                           regroup_inner_len(is, l->in_dim, os));
+            if (l->flags & IR_DIMLINK_OUT_INNER)
+                note_inner(dg->inner_len, same, dg->voff[n->out[l->out]] / RW_DG_SLOTS + l->out_dim,
+                           regroup_inner_len(os, l->out_dim, is));
+        }
+    }
+    for (int x = 0; x < ns; x++) dg->inner_len[x] = dg->inner_len[uf_find(same, x)];
+    free(same);
+    return true;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -207,6 +272,10 @@ rw_dgraph *rw_dgraph_build(const ir_graph *g) {
         if (bad[c] || dg->comp_len[c] < 0) dg->comp_len[c] = 0;
     free(bad);
     free(parent);
+    if (!build_inner_len(dg, g)) {
+        rw_dgraph_free(dg);
+        return NULL;
+    }
     return dg;
 fail:
     free(parent);
@@ -230,6 +299,13 @@ int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim) {
         dim >= (dg->voff[v + 1] - dg->voff[v]) / RW_DG_SLOTS)
         return -1;
     return dg->comp[dg->voff[v] + RW_DG_SLOTS * dim + 1];
+}
+
+int64_t rw_dgraph_value_inner_len(const rw_dgraph *dg, int v, int dim) {
+    if (v < 0 || v >= dg->n_values || dim < 0 ||
+        dim >= (dg->voff[v + 1] - dg->voff[v]) / RW_DG_SLOTS)
+        return 0;
+    return dg->inner_len[dg->voff[v] / RW_DG_SLOTS + dim];
 }
 
 int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r) {

@@ -5,6 +5,11 @@
  *  - a FissionBuffer per output of S (a value of S read outside S, or a graph output), holding
  *    its full shape;
  *  - a FissionSlice per input of S with a D-dimension, reads by several nodes of S sharing it;
+ *    where D is only the inner factor K of the input's dim (a strided split: B of [S*B, E]), the
+ *    slice reads an untagged view of the input as [len / K, K] (an ordering input of every
+ *    slice too) and cuts K's axis, and a tagged view gives S the part in its own shape; an output
+ *    of that kind is assembled likewise, into a buffer of the exposed shape, and an untagged view
+ *    of the whole takes the output's place;
  *    its ordering-only inputs are every buffer of the group and every produced value S reads
  *    from outside: so in any order, everything a part needs from outside exists before the
  *    group's first node, which is where rw_fission_materialize puts the other n-1 parts;
@@ -47,9 +52,10 @@ static ir_status touch(touch_list *t, uint32_t id, ir_diag *d) {
 
 /* One output of S and how it is put together. */
 typedef struct fis_out {
-    int value;  /* the value of S */
-    int dim;    /* its D-dimension, or -1: summed (FissionAccumulate) */
-    int buffer; /* the FissionBuffer's value */
+    int value;     /* the value of S */
+    int dim;       /* its D-dimension, or -1: summed (FissionAccumulate) */
+    int64_t inner; /* D is the inner factor of dim, of this length (a strided part), or 0 */
+    int buffer;    /* the FissionBuffer's value (the exposed shape where inner) */
 } fis_out;
 
 /* Working state of one fission. */
@@ -64,6 +70,7 @@ typedef struct fis_work {
     int *vdim;        /* per value of S: its D-dimension, -1 when none */
     ir_shape *shape0; /* per value: its shape before the edit */
     int *remap;       /* per value: the slice S reads instead, or -1 */
+    int *exposed;     /* per value: its view exposing D's inner factor (a strided input), or -1 */
     fis_out *outs;
     int n_outs;
     int *ordering; /* ordering-only inputs of every slice: buffers, then produced inputs */
@@ -80,6 +87,7 @@ static void work_free(fis_work *w) {
     free(w->vdim);
     free(w->shape0);
     free(w->remap);
+    free(w->exposed);
     free(w->outs);
     free(w->ordering);
     free(w->slice_in);
@@ -113,6 +121,41 @@ static ir_status add_node(fis_work *w, ir_op_kind op, const char *node_name, con
     return st;
 }
 
+/* The length of D's inner factor in value v's D-dimension when D is that factor only (a strided
+ * split: B in [S*B, E]; rw_fission_check made sure it is known and n divides it), else 0. */
+static int64_t strided(const fis_work *w, int v) {
+    int dim = rw_dgraph_value_dim_in(w->dg, v, w->fi.comp);
+    if (dim < 0 || rw_dgraph_value_comp(w->dg, v, dim) == w->fi.comp) return 0;
+    return rw_dgraph_value_inner_len(w->dg, v, dim);
+}
+
+/* s with its dim `dim` viewed as [len / k, k]: D's inner factor k a dim of its own, whose n
+ * blocks are the strided parts. */
+static ir_shape exposed_shape(const ir_shape *s, int dim, int64_t k) {
+    ir_shape e = {.rank = s->rank + 1};
+    IR_ASSERT(s->rank < IR_MAX_RANK && k > 0 && s->dims[dim] % k == 0);
+    for (int i = 0; i < dim; i++) e.dims[i] = s->dims[i];
+    e.dims[dim] = s->dims[dim] / k;
+    e.dims[dim + 1] = k;
+    for (int i = dim + 1; i < s->rank; i++) e.dims[i + 1] = s->dims[i];
+    return e;
+}
+
+/* A Reshape of x to s (a view: no bytes, no copy), tagged or not; its output to *out. */
+static ir_status add_view(fis_work *w, int x, const ir_shape *s, const char *what, bool tagged,
+                          int *out, ir_diag *d) {
+    ir_graph *g = w->g;
+    char nn[512], vn[512];
+    uint32_t id = g->next_node_id;
+    snprintf(nn, sizeof nn, "%.400s.fis%s%u", g->values[x].name, what, id);
+    snprintf(vn, sizeof vn, "%.400s.%s%u", g->values[x].name, what, id);
+    int c = rw_add_const_i64(g, nn, s->rank, s->dims);
+    if (c < 0) return nomem(d);
+    int in[2] = {x, c};
+    return add_node(w, IR_OP_Reshape, nn, vn, g->values[x].dtype, s, 2, in, 0, NULL, tagged, out,
+                    d);
+}
+
 /* Finds the inputs and outputs of S and classifies them. */
 static ir_status collect(fis_work *w, ir_diag *d) {
     ir_graph *g = w->g;
@@ -122,15 +165,18 @@ static ir_status collect(fis_work *w, ir_diag *d) {
     w->vdim = malloc(sizeof(int) * (size_t)nv);
     w->shape0 = malloc(sizeof(ir_shape) * (size_t)nv);
     w->remap = malloc(sizeof(int) * (size_t)nv);
+    w->exposed = malloc(sizeof(int) * (size_t)nv);
     w->outs = malloc(sizeof(fis_out) * ((size_t)nv + 1));
-    w->ordering = malloc(sizeof(int) * ((size_t)nv + 1));
-    if (!seen || !w->vdim || !w->shape0 || !w->remap || !w->outs || !w->ordering) {
+    /* buffers, produced inputs, then the views of strided inputs (make_slices) */
+    w->ordering = malloc(sizeof(int) * (2 * (size_t)nv + 1));
+    if (!seen || !w->vdim || !w->shape0 || !w->remap || !w->exposed || !w->outs || !w->ordering) {
         free(seen);
         return nomem(d);
     }
     for (int v = 0; v < nv; v++) {
         w->vdim[v] = -1;
         w->remap[v] = -1;
+        w->exposed[v] = -1;
         w->shape0[v] = g->values[v].shape;
     }
     for (int j = 0; j < fi->n_s; j++) {
@@ -146,7 +192,8 @@ static ir_status collect(fis_work *w, ir_diag *d) {
             /* the check let through split nodes (every output has a D-dim) and partial nodes
              * (no output has one, one summed reduce axis) only */
             IR_ASSERT(w->vdim[v] >= 0 || rw_dgraph_reduce_in(w->dg, fi->s[j], fi->comp) > 0);
-            w->outs[w->n_outs++] = (fis_out){.value = v, .dim = w->vdim[v], .buffer = -1};
+            w->outs[w->n_outs++] =
+                (fis_out){.value = v, .dim = w->vdim[v], .inner = strided(w, v), .buffer = -1};
         }
     }
     /* Produced values read from outside S go after the buffers in the ordering inputs; their
@@ -163,8 +210,9 @@ static ir_status collect(fis_work *w, ir_diag *d) {
     }
     w->n_ordering = w->n_outs + n_prod;
     free(seen);
-    /* one scratch array for every slice's inputs: the sliced value, then the ordering ones */
-    w->slice_in = malloc(sizeof(int) * ((size_t)w->n_ordering + 1));
+    /* one scratch array for every slice's inputs: the sliced value, then the ordering ones
+     * (make_slices adds at most one view per input of S to them) */
+    w->slice_in = malloc(sizeof(int) * (2 * (size_t)nv + 1));
     if (!w->slice_in) return nomem(d);
     if (w->n_outs == 0)
         return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[fi->s[fi->n_s - 1]],
@@ -181,6 +229,7 @@ static ir_status make_buffers(fis_work *w, ir_diag *d) {
         snprintf(nn, sizeof nn, "%.400s.fisbuf%u", g->values[v].name, id);
         snprintf(vn, sizeof vn, "%.400s.buf%u", g->values[v].name, id);
         ir_shape s = w->shape0[v];
+        if (w->outs[j].inner > 0) s = exposed_shape(&s, w->outs[j].dim, w->outs[j].inner);
         int64_t *dims = ir_graph_alloc(g, sizeof(int64_t) * (size_t)(s.rank ? s.rank : 1));
         if (!dims) return nomem(d);
         memcpy(dims, s.dims, sizeof(int64_t) * (size_t)s.rank);
@@ -194,36 +243,63 @@ static ir_status make_buffers(fis_work *w, ir_diag *d) {
     return IR_OK;
 }
 
-/* A FissionSlice of input x (D-dimension dim) for S, part parts-1 (the one the graph keeps). */
+/* A FissionSlice of input x (D-dimension dim) for S, part parts-1 (the one the graph keeps). A
+ * strided input is sliced through its view exposing D's inner factor (make_slices made it), on
+ * the factor's axis, and the part viewed back to x's shape with the dim divided. */
 static ir_status make_slice(fis_work *w, int x, int dim, ir_diag *d) {
     ir_graph *g = w->g;
+    int src = w->exposed[x] >= 0 ? w->exposed[x] : x, axis = w->exposed[x] >= 0 ? dim + 1 : dim;
     int *in = w->slice_in, n_in = 0;
-    in[n_in++] = x;
+    in[n_in++] = src;
     for (int j = 0; j < w->n_ordering; j++)
-        if (w->ordering[j] != x) in[n_in++] = w->ordering[j];
+        if (w->ordering[j] != x && w->ordering[j] != src) in[n_in++] = w->ordering[j];
     char nn[512], vn[512];
     uint32_t id = g->next_node_id;
     snprintf(nn, sizeof nn, "%.400s.fisslice%u", g->values[x].name, id);
     snprintf(vn, sizeof vn, "%.400s.slice%u", g->values[x].name, id);
-    ir_shape s = g->values[x].shape;
-    s.dims[dim] /= w->parts;
-    ir_attr a[3] = {{.name = "axis", .type = IR_ATTR_INT, .i = dim},
+    ir_shape s = g->values[src].shape;
+    s.dims[axis] /= w->parts;
+    ir_attr a[3] = {{.name = "axis", .type = IR_ATTR_INT, .i = axis},
                     {.name = "parts", .type = IR_ATTR_INT, .i = w->parts},
                     {.name = "index", .type = IR_ATTR_INT, .i = w->parts - 1}};
+    int part;
     ir_status st = add_node(w, IR_OP_FissionSlice, nn, vn, g->values[x].dtype, &s, n_in, in, 3, a,
-                            true, &w->remap[x], d);
-    if (st == IR_OK && w->first_slice < 0) w->first_slice = w->remap[x];
+                            true, &part, d);
+    if (st == IR_OK && w->first_slice < 0) w->first_slice = part;
+    if (st == IR_OK && src != x) {
+        ir_shape back = g->values[x].shape;
+        back.dims[dim] /= w->parts;
+        st = add_view(w, part, &back, "strided", true, &part, d);
+    }
+    w->remap[x] = part;
     return st;
 }
 
 static ir_status make_slices(fis_work *w, ir_diag *d) {
     ir_graph *g = w->g;
     const rw_fission_info *fi = &w->fi;
+    /* first the views that expose the inner factor of strided inputs: untagged, they are ordering
+     * inputs of every slice, so they exist before the group's first step (as the other parts,
+     * cloned there, read them too) */
+    for (int j = 0; j < fi->n_s; j++) {
+        for (int k = 0; k < g->nodes[fi->s[j]].n_in; k++) {
+            int x = g->nodes[fi->s[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
+            if (x < 0 || x >= w->n_values0 || (p >= 0 && fi->in_s[p]) || w->exposed[x] >= 0)
+                continue;
+            int64_t inner = strided(w, x);
+            if (inner <= 0) continue;
+            ir_shape e = exposed_shape(&g->values[x].shape,
+                                       rw_dgraph_value_dim_in(w->dg, x, fi->comp), inner);
+            ir_status st = add_view(w, x, &e, "expose", false, &w->exposed[x], d);
+            if (st != IR_OK) return st;
+            w->ordering[w->n_ordering++] = w->exposed[x];
+        }
+    }
     for (int j = 0; j < fi->n_s; j++) {
         /* index, not pointer: make_slice adds nodes */
         for (int k = 0; k < g->nodes[fi->s[j]].n_in; k++) {
             int x = g->nodes[fi->s[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
-            if (x < 0 || (p >= 0 && fi->in_s[p]) || w->remap[x] >= 0) continue;
+            if (x < 0 || x >= w->n_values0 || (p >= 0 && fi->in_s[p]) || w->remap[x] >= 0) continue;
             int dim = rw_dgraph_value_dim_in(w->dg, x, fi->comp);
             if (dim < 0) continue; /* shared whole */
             ir_status st = make_slice(w, x, dim, d);
@@ -337,19 +413,34 @@ static ir_status assemble(fis_work *w, ir_diag *d) {
         const char *name = g->values[o.value].name;
         snprintf(nn, sizeof nn, "%.400s.fisasm%u", name, id);
         snprintf(part, sizeof part, "%.400s.part%u", name, id);
-        ir_attr a[3] = {{.name = "parts", .type = IR_ATTR_INT, .i = w->parts},
-                        {.name = "index", .type = IR_ATTR_INT, .i = w->parts - 1},
-                        {.name = "axis", .type = IR_ATTR_INT, .i = o.dim}};
+        ir_attr a[3] = {
+            {.name = "parts", .type = IR_ATTR_INT, .i = w->parts},
+            {.name = "index", .type = IR_ATTR_INT, .i = w->parts - 1},
+            {.name = "axis", .type = IR_ATTR_INT, .i = o.inner > 0 ? o.dim + 1 : o.dim}};
         /* the first slice is an ordering-only input: a part computed from generators alone (a
          * bias gradient of the seed) could otherwise write its buffer before the group's first
          * slice, where the materialized graph runs the other parts (schedule.h) */
         IR_ASSERT(w->first_slice >= 0); /* rw_fission_check: S slices something */
         int in[3] = {o.buffer, o.value, w->first_slice}, whole;
         ir_shape s = w->shape0[o.value];
-        ir_status st =
-            add_node(w, o.dim >= 0 ? IR_OP_FissionAssemble : IR_OP_FissionAccumulate, nn, name,
-                     g->values[o.value].dtype, &s, 3, in, o.dim >= 0 ? 3 : 2, a, true, &whole, d);
+        ir_status st = IR_OK;
+        if (o.inner > 0) { /* a strided part: assembled on the exposed inner factor's axis */
+            ir_shape pe = exposed_shape(&g->values[o.value].shape, o.dim, o.inner / w->parts);
+            s = exposed_shape(&s, o.dim, o.inner);
+            st = add_view(w, o.value, &pe, "strided", true, &in[1], d);
+            snprintf(part, sizeof part, "%.400s.exposed%u", name, id);
+        }
+        if (st == IR_OK)
+            st = add_node(w, o.dim >= 0 ? IR_OP_FissionAssemble : IR_OP_FissionAccumulate, nn,
+                          o.inner > 0 ? part : name, g->values[o.value].dtype, &s, 3, in,
+                          o.dim >= 0 ? 3 : 2, a, true, &whole, d);
+        if (st == IR_OK && o.inner > 0) { /* the whole, viewed back under the output's name */
+            st = add_view(w, whole, &w->shape0[o.value], "merged", false, &whole, d);
+            if (st == IR_OK) g->values[whole].name = ir_graph_strdup(g, name);
+            if (st == IR_OK && !g->values[whole].name) st = nomem(d);
+        }
         if (st != IR_OK) return st;
+        snprintf(part, sizeof part, "%.400s.part%u", name, id);
         g->values[o.value].name = ir_graph_strdup(g, part);
         if (!g->values[o.value].name) return nomem(d);
         for (int u = w->users.off[o.value]; u < w->users.off[o.value + 1]; u++) {

@@ -25,6 +25,8 @@
  *    (schedule.h): generators and what depends only on them read nothing from outside the
  *    group that the slices do not also wait for, so the materialized graph can run the other
  *    parts there (rules-fission-mat.c);
+ *  - a border value (an input S slices, an output it assembles) with D as the inner factor of a
+ *    dim only is a strided split: the factor's length is known and n divides it;
  *  - G[S] weakly connected (1) and convex (2).
  * Before the checks, S gains its replicas (add_replicas): layout copies of residents that only S
  * reads, recomputed by each part; they are exempt from the per-node rule of (3) and their
@@ -211,22 +213,46 @@ static bool slices_something(const ir_graph *g, const rw_dgraph *dg, const rw_fi
     return false;
 }
 
-/* S's border values (inputs it slices, outputs it assembles) have D as a dim of their own or
- * its outer factor: a part of an inner factor is a strided set of elements (B in [S*B, E]: rows
- * b, b + B, ...), which FissionSlice and FissionAssemble do not cut. Inside S such a dim is
- * divided like any other (each op that keeps S*B whole computes the part's rows apart). */
+/* A border value v split along the inner factor of its dim `dim` (B in [S*B, E]: rows b, b + B,
+ * ...): rw_fission_apply views the dim as [len / K, K] (K the inner factor's length), slices or
+ * assembles K's axis and views the part back, so K must be known, and n must divide it. */
+static ir_status check_strided(const ir_graph *g, const rw_dgraph *dg, const ir_node *n, int v,
+                               int dim, int parts, const char *what, ir_diag *d) {
+    int64_t k = rw_dgraph_value_inner_len(dg, v, dim);
+    if (k <= 0)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "fission: %s '%s' is split along the inner factor of its dim %d, "
+                            "whose length %s",
+                            what, g->values[v].name, dim,
+                            k < 0 ? "two reshapes give differently" : "no reshape names");
+    if (k % parts)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "fission: %d parts do not divide %lld, the inner factor of dim %d of "
+                            "%s '%s' (a strided split)",
+                            parts, (long long)k, dim, what, g->values[v].name);
+    if (g->values[v].shape.rank >= IR_MAX_RANK)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "fission: %s '%s' has rank %d: no room to expose the inner factor of "
+                            "its dim %d",
+                            what, g->values[v].name, g->values[v].shape.rank, dim);
+    return IR_OK;
+}
+
+/* S's border values (inputs it slices, outputs it assembles) with D as the inner factor of a dim
+ * only: strided parts, which rw_fission_apply cuts through a view that exposes the factor
+ * (check_strided). Inside S such a dim is divided like any other (each op that keeps S*B whole
+ * computes the part's rows apart). */
 static ir_status check_border(const ir_graph *g, const rw_dgraph *dg, const rw_fission_info *fi,
-                              ir_diag *d) {
+                              int parts, ir_diag *d) {
+    ir_status st;
     for (int j = 0; j < fi->n_s; j++) {
         const ir_node *n = &g->nodes[fi->s[j]];
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k], dim, p = v >= 0 ? g->values[v].producer : -1;
             if (v < 0 || (p >= 0 && fi->in_s[p]) || dims_in(dg, v, fi->comp, &dim) == 0) continue;
-            if (inner_only(dg, v, dim, fi->comp))
-                return ir_node_fail(d, IR_ERR_INVALID, n,
-                                    "fission: input '%s' would be sliced along the inner factor "
-                                    "of its dim %d (a strided slice at the border of S)",
-                                    g->values[v].name, dim);
+            if (inner_only(dg, v, dim, fi->comp) &&
+                (st = check_strided(g, dg, n, v, dim, parts, "input", d)) != IR_OK)
+                return st;
         }
     }
     for (int i = 0; i < g->n_nodes; i++) { /* outputs of S read outside it, or graph outputs */
@@ -237,10 +263,8 @@ static ir_status check_border(const ir_graph *g, const rw_dgraph *dg, const rw_f
             if (p < 0 || !fi->in_s[p] || (fi->in_s[i] && !(g->values[v].flags & IR_VF_OUTPUT)))
                 continue;
             if (dims_in(dg, v, fi->comp, &dim) == 0 || !inner_only(dg, v, dim, fi->comp)) continue;
-            return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[p],
-                                "fission: output '%s' is split along the inner factor of its dim "
-                                "%d (a strided split at the border of S)",
-                                g->values[v].name, dim);
+            if ((st = check_strided(g, dg, &g->nodes[p], v, dim, parts, "output", d)) != IR_OK)
+                return st;
         }
     }
     return IR_OK;
@@ -416,7 +440,7 @@ ir_status rw_fission_analyze(const ir_graph *g, const rw_dgraph *dg, const rw_fi
     for (int j = 0; j < fi->n_s && st == IR_OK; j++)
         st = check_edges(g, dg, fi->s[j], fi->comp, fi->in_s, fi->replica, d);
     if (st == IR_OK) st = check_swaps(g, fi, d);
-    if (st == IR_OK) st = check_border(g, dg, fi, d);
+    if (st == IR_OK) st = check_border(g, dg, fi, f->parts, d);
     if (st == IR_OK && !slices_something(g, dg, fi))
         st = ir_diag_set(d, IR_ERR_INVALID,
                          "fission: S reads no input split along D (its parts would be identical)");

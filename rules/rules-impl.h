@@ -68,7 +68,11 @@ struct rw_dgraph {
     unsigned char *rsum; /* per reduce vertex (x - roff[0]): every link into it is a sum */
     int n_comps;
     int64_t *comp_len; /* n_comps; 0 when the lengths of its value dims differ */
-    int *loff;         /* n_nodes + 1 */
+    /* per value dim (vertex / RW_DG_SLOTS, value vertices only): the length of its inner
+     * factor where a reshape names one (B of S*B), carried along links between dims of one
+     * length; 0 when none, -1 when two reshapes disagree */
+    int64_t *inner_len;
+    int *loff; /* n_nodes + 1 */
     ir_dimlink *links;
 };
 

@@ -178,6 +178,11 @@ int rw_dgraph_reduce_comp(const rw_dgraph *dg, int node, int r);
  * fission along it splits the dim into strided parts (rw_fission_check). */
 int rw_dgraph_value_inner_comp(const rw_dgraph *dg, int v, int dim);
 int rw_dgraph_reduce_inner_comp(const rw_dgraph *dg, int node, int r);
+/* The length of value v's dimension dim's inner factor (B of S*B, or B*H where [S, B*H, d] was
+ * merged into [S*B*H, d]): what a reshape that names it gives it, carried along links between
+ * dims of one length; 0 when none names it, -1 when two disagree. A strided split into n parts
+ * views the dim as [len / K, K] and cuts K into n blocks (rw_fission_apply). */
+int64_t rw_dgraph_value_inner_len(const rw_dgraph *dg, int v, int dim);
 /* True when that reduce axis is a sum (IR_DIMLINK_SUM on every link into it). */
 bool rw_dgraph_reduce_is_sum(const rw_dgraph *dg, int node, int r);
 /* The length of the dimension the component stands for: the greatest common divisor of its
@@ -212,10 +217,11 @@ typedef struct rw_fission {
  * input of S that has a D-dimension (it reads a slice); every node of S reads at least one value
  * with a D-dimension (so every part starts at a slice: a node of S reading only constants, such
  * as Expand of the loss seed, is refused); no node of S is opaque, random, in place, a swap, a
- * fission op or already tagged; parts divides D's length (all of D's dims have one length); the
- * values on S's border (the inputs it slices, the outputs it assembles) have D as a dim of their
- * own or its outer factor, not as an inner factor (whose parts are strided sets of elements):
- * inside S a dim with D as its inner factor is divided like any other.
+ * fission op or already tagged; parts divides D's length (all of D's dims have one length); a
+ * value on S's border (an input it slices, an output it assembles) with D as the inner factor
+ * of a dim only (a strided split: its parts are strided sets of elements) has that factor's
+ * length known (rw_dgraph_value_inner_len) and divisible by parts: rw_fission_apply cuts it
+ * through views that expose the factor. Inside S such a dim is divided like any other.
  * S's replicas join it first: a layout op outside S (Transpose, Reshape, ...) of residents
  * without a D-dimension whose outputs only S reads, such as a weight's Transpose before a
  * Linear layer's MatMul, which each part then recomputes instead of holding it through all of
@@ -246,6 +252,11 @@ int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
  * For each f (its group number k is its index in fs):
  *  - FissionBuffer nodes (run once, untagged) allocate each output of S at its full shape; the
  *    outputs of S are its values read outside S or graph outputs;
+ *  - a border value with D as the inner factor K of its dim (B of [S*B, E]) is viewed as
+ *    [len / K, K] by a Reshape (a view: no bytes), sliced or assembled on K's axis, and the part
+ *    viewed back (for an input, the exposing view is untagged and an ordering input of every
+ *    slice; for an output, the buffer has the exposed shape and an untagged view of the
+ *    assembled whole, under the output's name, replaces it);
  *  - for each input of S with a dimension in D: one FissionSlice(input, buffers..., others...)
  *    cuts the part (axis, parts, index = parts-1), shared by every reader in S; its inputs after
  *    the first are ordering-only: every buffer of the group and every other value that S reads
@@ -284,6 +295,25 @@ ir_graph *rw_fission_apply(const ir_graph *g, const rw_fission *fs, int n, uint3
  * (IR_ERR_INVALID when order is not a permutation or does not suit the groups). */
 ir_graph *rw_fission_materialize(const ir_graph *one_copy, const int *order, int **out_order,
                                  ir_diag *d);
+
+/* ================================================================ batch norm in two phases
+ * (rules-bn.c) A copy of g (a forward graph, before ir_build_training) whose training-mode
+ * BatchNormalization nodes are standard ops: the batch statistics as ReduceSums over the batch
+ * and the centered second sum, per-channel arithmetic on them, Y and the running statistics per
+ * element or per channel, so that the dimension graph follows the batch through them and
+ * autodiff gives a backward whose batch reductions are sums too. It computes what g computes.
+ * *n_done gets the count; NULL with d set (IR_ERR_UNSUPPORTED where a node's saved statistics
+ * are read) on failure. */
+ir_graph *rw_bn_two_phase(const ir_graph *g, int *n_done, ir_diag *d);
+/* f = (S, D, n) cut into phases (rw_fission_apply takes them as one array): a node's phase is the
+ * largest number of S's partial results (nodes of S with no output dimension in D, such as the
+ * batch sums of a batch norm) that S reads again on a path to it; each phase's connected pieces
+ * are one fission, with f's seed and parts. Every part's partial sums of a phase are
+ * accumulated before any part of the next phase starts; per-channel nodes between them run
+ * once. Returns the count, *out malloc'd with every ids array in one block that (*out)[0].ids
+ * owns (free it, then *out); -1 with d set on failure. */
+int rw_fission_phases(const ir_graph *g, const rw_dgraph *dg, const rw_fission *f, rw_fission **out,
+                      ir_diag *d);
 
 /* ================================================================ F-Tree (MAGIS 4.3, 5.1)
  * Built by Algorithm 1 on a graph and its memory hot-spots: for every component D of D(G)

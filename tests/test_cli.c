@@ -421,6 +421,12 @@ static void test_inspect_fission(void **state) {
     assert_int_equal(p.rc, 0);
     assert_non_null(strstr(p.out, "no node breaks it"));
     proc_free(&p);
+    p = run_magpie(tmp, (const char *[]){"inspect",
+                                         src("tests/fixtures/numeric/mlp_dropout_train/model.onnx"),
+                                         "--train", "--fission", NULL});
+    assert_int_equal(p.rc, 0);
+    assert_non_null(strstr(p.out, "no node breaks it"));
+    proc_free(&p);
     remove_tree(tmp);
 }
 

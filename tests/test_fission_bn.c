@@ -1,0 +1,216 @@
+/* test_fission_bn.c - a batch fission across training-mode batch norm, in two phases
+ * (rules/rules-bn.c): rw_bn_two_phase writes each training BatchNormalization as standard ops
+ * whose batch statistics are sums over the batch, rw_fission_phases cuts a fission along the
+ * batch where S reads such a sum again, and the phases, applied, materialized and executed in 2
+ * and 4 parts, compute what the original graph (with its fused BatchNormalization) computes:
+ * every output judged against the float64 run of the original (test-check.h), the executed
+ * peak equal to sched_memory_compute's of the one-copy graph.
+ *
+ *  - a hand-built BatchNormalization whose Y, running mean and running variance are graph
+ *    outputs (batch 8, a mean far from zero against the deviation, as the centered second sum
+ *    has to survive in float32);
+ *  - the training graphs (--loss mse) of cnn_bn_train (conv, BN, ReLU, pool, conv, BN) and
+ *    unet_transpose_train (14 batch norms), the whole graph split along the batch: the loss and
+ *    every gradient, the backward's batch reductions in phases too. */
+#include "test-check.h"
+
+#include "rules.h"
+#include "schedule.h"
+
+/* The nodes with a vertex in comp (an output dim or a reduce axis): S for a whole-graph
+ * fission along it. Their ids into ids (room for g->n_nodes), the count returned. */
+static int nodes_in(const ir_graph *g, const rw_dgraph *dg, int comp, uint32_t *ids) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        bool in = rw_dgraph_reduce_in(dg, i, comp) > 0;
+        for (int k = 0; k < nd->n_out && !in; k++)
+            in = nd->out[k] >= 0 && rw_dgraph_value_dim_in(dg, nd->out[k], comp) >= 0;
+        if (in) ids[n++] = nd->id;
+    }
+    return n; /* node order is topological and ids grow along it only in fresh graphs: sort */
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* g along the component of input 0's dim 0, in phases, in `parts` parts, against ref. Returns
+ * the number of phases. */
+static int check_phases(const ir_graph *g, int parts, const tu_ref *ref, const rt_options *ro,
+                        const char *what) {
+    rw_dgraph *dg = rw_dgraph_build(g);
+    int comp = rw_dgraph_value_comp(dg, g->inputs[0], 0);
+    assert_true(comp >= 0);
+    uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)g->n_nodes);
+    int n_ids = nodes_in(g, dg, comp, ids);
+    qsort(ids, (size_t)n_ids, sizeof *ids, cmp_u32);
+    rw_fission f = {.ids = ids, .n_ids = n_ids, .seed_dim = -1, .parts = parts};
+    for (int i = 0; i < g->n_nodes && f.seed_dim < 0; i++)
+        for (int k = 0; k < g->nodes[i].n_out && f.seed_dim < 0; k++)
+            if (rw_dgraph_value_comp(dg, g->nodes[i].out[k], 0) == comp) {
+                f.seed_id = g->nodes[i].id;
+                f.seed_out = k;
+                f.seed_dim = 0;
+            }
+    ir_diag d = {{0}};
+    /* as one fission S is refused: it reads its own batch sums */
+    assert_int_equal(rw_fission_check(g, dg, &f, &d), IR_ERR_INVALID);
+    rw_fission *ph = NULL;
+    int n_ph = rw_fission_phases(g, dg, &f, &ph, &d);
+    if (n_ph < 2) fail_msg("%s: %d phases: %s", what, n_ph, d.msg);
+    ir_graph *one = rw_fission_apply(g, ph, n_ph, NULL, NULL, &d);
+    if (!one) fail_msg("%s: apply %d phases: %s", what, n_ph, d.msg);
+    int *order = sched_eager_order(one), *morder = NULL;
+    sched_memory m;
+    if (sched_memory_compute(one, order, &m, &d) != IR_OK) fail_msg("%s: memory: %s", what, d.msg);
+    ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
+    if (!mat) fail_msg("%s: materialize: %s", what, d.msg);
+    rt_options o = *ro;
+    o.order = morder;
+    o.n_order = mat->n_nodes;
+    rt_result r = {0};
+    if (rt_run(mat, NULL, 0, &o, &r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
+    double worst = tu_expect_close(ref, mat, &r, what);
+    if (r.peak_bytes != m.peak_bytes)
+        fail_msg("%s: executed peak %zu bytes, the one-copy graph's %zu", what, r.peak_bytes,
+                 m.peak_bytes);
+    print_message("  %-44s %2d phases, %4d -> %4d nodes, worst error/bound %.2g\n", what, n_ph,
+                  g->n_nodes, mat->n_nodes, worst);
+    rt_result_free(&r);
+    sched_memory_free(&m);
+    free(order);
+    free(morder);
+    ir_graph_free(mat);
+    ir_graph_free(one);
+    free(ph[0].ids);
+    free(ph);
+    free(ids);
+    rw_dgraph_free(dg);
+    return n_ph;
+}
+
+static int add_param(ir_graph *g, const char *name, int64_t c, float base, float step) {
+    ir_shape s = TU_SHAPE(c);
+    int v = ir_graph_add_value(g, name, IR_F32, &s);
+    g->values[v].blob = ir_blob_new(sizeof(float) * (size_t)c);
+    float *p = ir_blob_data(g->values[v].blob);
+    for (int64_t i = 0; i < c; i++) p[i] = base + step * (float)i;
+    g->values[v].flags |= IR_VF_CONST | IR_VF_INITIALIZER;
+    return v;
+}
+
+/* x [8, 3, 4, 4] + 50 (a data input, shifted by an Add) -> BatchNormalization (training_mode 1,
+ * Y and the running statistics graph outputs) -> Relu. */
+static void test_bn_forward(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    ir_shape xs = TU_SHAPE(8, 3, 4, 4);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    ir_shape one = TU_SHAPE(1);
+    int sh = ir_graph_add_value(g, "shift", IR_F32, &one);
+    g->values[sh].blob = ir_blob_new(sizeof(float));
+    *(float *)ir_blob_data(g->values[sh].blob) = 50.0f;
+    g->values[sh].flags |= IR_VF_CONST;
+    int xp;
+    tu_add_node1(g, IR_OP_Add, "shifted", 2, (int[]){x, sh}, 0, NULL, &xp);
+    int sc = add_param(g, "scale", 3, 0.5f, 0.25f), bi = add_param(g, "bias", 3, -0.1f, 0.1f),
+        rm = add_param(g, "rmean", 3, 1.0f, 1.0f), rv = add_param(g, "rvar", 3, 2.0f, 0.5f);
+    int out[3];
+    ir_attr a[2] = {tu_attr_int("training_mode", 1), tu_attr_float("momentum", 0.8f)};
+    tu_add_node(g, IR_OP_BatchNormalization, "bn", 5, (int[]){xp, sc, bi, rm, rv}, 3, out, 2, a);
+    int y;
+    tu_add_node1(g, IR_OP_Relu, "relu", 1, &out[0], 0, NULL, &y);
+    ir_graph_add_output(g, y);
+    ir_graph_add_output(g, out[1]);
+    ir_graph_add_output(g, out[2]);
+    rt_options ro = {.seed = 3, .fill_missing_data = true, .poison_freed = true};
+    tu_ref ref;
+    tu_ref_run(g, NULL, 0, &ro, &ref, "bn forward");
+    ir_diag d = {{0}};
+    int n_bn;
+    ir_graph *two = rw_bn_two_phase(g, &n_bn, &d);
+    if (!two) fail_msg("two phases: %s", d.msg);
+    assert_int_equal(n_bn, 1);
+    for (int i = 0; i < two->n_nodes; i++)
+        assert_int_not_equal(two->nodes[i].op, IR_OP_BatchNormalization);
+    /* unsplit, it computes what the fused op computes */
+    rt_result r = {0};
+    if (rt_run(two, NULL, 0, &ro, &r, &d) != IR_OK) fail_msg("run: %s", d.msg);
+    tu_expect_close(&ref, two, &r, "bn forward, two-phase ops unsplit");
+    rt_result_free(&r);
+    /* the batch runs through it: the sums (mean, then the centered second sum) end two phases */
+    for (int parts = 2; parts <= 4; parts *= 2) {
+        char what[64];
+        snprintf(what, sizeof what, "bn forward, %d parts", parts);
+        assert_int_equal(check_phases(two, parts, &ref, &ro, what), 3);
+    }
+    tu_ref_free(&ref);
+    ir_graph_free(two);
+    ir_graph_free(g);
+}
+
+/* A fixture's training graph (--loss mse) with its batch norms in two phases, split along the
+ * batch, against the training graph of the original. */
+static void check_fixture(const char *name, int expect_bn) {
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "tests/fixtures/numeric/%s/model.onnx", name);
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
+    if (!fwd) fail_msg("import %s: %s", name, d.msg);
+    int n_bn;
+    ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
+    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    assert_int_equal(n_bn, expect_bn);
+    ir_train_opts to = {.loss = IR_LOSS_MSE};
+    ir_graph *tg = ir_build_training(fwd, &to, &st, &d);
+    if (!tg) fail_msg("%s: training graph: %s", name, d.msg);
+    ir_graph *tg2 = ir_build_training(two, &to, &st, &d);
+    if (!tg2) fail_msg("%s: training graph of the two-phase ops: %s", name, d.msg);
+    rt_options ro = {.seed = 4, .fill_missing_data = true, .poison_freed = true};
+    tu_ref ref;
+    tu_ref_run(tg, NULL, 0, &ro, &ref, name);
+    rt_result r = {0};
+    if (rt_run(tg2, NULL, 0, &ro, &r, &d) != IR_OK) fail_msg("%s: run: %s", name, d.msg);
+    char what[128];
+    snprintf(what, sizeof what, "%s, two-phase ops unsplit", name);
+    tu_expect_close(&ref, tg2, &r, what);
+    rt_result_free(&r);
+    rw_dgraph *dg = rw_dgraph_build(tg2);
+    int comp = rw_dgraph_value_comp(dg, tg2->inputs[0], 0);
+    int brk = rw_fission_break_at(tg2, dg, comp, 0, &d);
+    /* nothing but its own batch sums stops the batch: each node splits or is a sum */
+    if (brk != -1) fail_msg("%s: the batch is broken: %s", name, d.msg);
+    rw_dgraph_free(dg);
+    snprintf(what, sizeof what, "%s, 2 parts", name);
+    int n_ph = check_phases(tg2, 2, &ref, &ro, what);
+    assert_true(n_ph >= 4 * expect_bn); /* two forward and at least two backward per BN */
+    tu_ref_free(&ref);
+    ir_graph_free(tg2);
+    ir_graph_free(tg);
+    ir_graph_free(two);
+    ir_graph_free(fwd);
+}
+
+static void test_cnn_bn_train(void **state) {
+    (void)state;
+    check_fixture("cnn_bn_train", 2);
+}
+
+static void test_unet_transpose_train(void **state) {
+    (void)state;
+    check_fixture("unet_transpose_train", 14);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bn_forward),
+        cmocka_unit_test(test_cnn_bn_train),
+        cmocka_unit_test(test_unet_transpose_train),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
