@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "emit"))
 import emit_check  # noqa: E402
 import emit_memory  # noqa: E402
+from emit_memory import event_time  # noqa: E402
 
 MARK0 = 7_340_033  # marker sizes MARK0 + 2 i: odd, far from any tensor of these fixtures
 
@@ -77,7 +78,7 @@ def main(argv):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mod.step(P, inputs)
     evs = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    evs.sort(key=lambda e: e.start_us())
+    evs.sort(key=event_time)
     cur, seg = 0, -1
     start, top = {}, {}
     marks = {MARK0 + 2 * i: i for i in range(len(texts))}

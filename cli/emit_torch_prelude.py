@@ -668,6 +668,22 @@ def _unary_grad(op, dy, t, alpha, beta, lo, hi):
         return dy * torch.sigmoid(t)
     if op == "Elu":
         return torch.where(t > 0, dy, dy * alpha * torch.exp(t))
+    if op in ("Gelu", "GeluTanh"):
+        return torch.ops.aten.gelu_backward(dy, t, approximate="tanh" if op == "GeluTanh" else
+                                            "none")
+    if op == "Sin":
+        return dy * torch.cos(t)
+    if op == "Cos":
+        return -dy * torch.sin(t)
+    if op == "Softsign":
+        return dy / (1 + torch.abs(t)) ** 2
+    if op == "Selu":  # alpha, and gamma in beta's place
+        return torch.where(t > 0, dy * beta, dy * (beta * alpha) * torch.exp(t))
+    if op == "Celu":
+        return torch.where(t > 0, dy, dy * torch.exp(t / alpha))
+    if op == "Mish":
+        sp = torch.tanh(torch.nn.functional.softplus(t))
+        return dy * (sp + t * torch.sigmoid(t) * (1 - sp * sp))
     # Clip: hardtanh's strict bounds
     return dy * ((t > lo) & (t < hi)).to(dy.dtype)
 #@ dropout

@@ -97,9 +97,14 @@ def cases():
                   inits=[numpy_helper.from_array(wd, "wd")]))
     for op, attrs in (("HardSigmoid", {}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1}),
                       ("Elu", {"alpha": 0.7}), ("Softplus", {}), ("Abs", {}), ("Tanh", {}),
-                      ("Sigmoid", {}), ("Exp", {}), ("Erf", {})):
-        c.append(case(op.lower(), [n(op, ["h"], ["y"], **attrs)], X_SHAPE,
-                      opset=14 if op == "HardSwish" else 13))
+                      ("Sigmoid", {}), ("Exp", {}), ("Erf", {}), ("Gelu", {}),
+                      ("Gelu", {"approximate": "tanh"}), ("Sin", {}), ("Cos", {}),
+                      ("Softsign", {}), ("Selu", {"alpha": 1.5, "gamma": 1.1}),
+                      ("Celu", {"alpha": 0.8}), ("Mish", {})):
+        name = op.lower() + ("_tanh" if attrs.get("approximate") == "tanh" else "")
+        c.append(case(name, [n(op, ["h"], ["y"], **attrs)], X_SHAPE,
+                      opset=20 if op == "Gelu" else 18 if op == "Mish" else
+                      14 if op == "HardSwish" else 13))
     c.append(case("sqrt_log_recip", [n("Sqrt", ["h"], ["s"]), n("Log", ["s"], ["l"]),
                                      n("Reciprocal", ["s"], ["r"]), n("Add", ["l", "r"], ["y"])],
                   X_SHAPE, x_pos=True))
