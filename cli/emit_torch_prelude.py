@@ -640,34 +640,34 @@ def _unary_grad(op, dy, t, alpha, beta, lo, hi):
     if op == "Relu":
         return torch.ops.aten.threshold_backward(dy, t, 0)
     if op == "LeakyRelu":
-        return torch.where(t > 0, dy, dy * alpha)
+        return torch.ops.aten.leaky_relu_backward(dy, t, alpha, False)
     if op == "Sigmoid":
         return torch.ops.aten.sigmoid_backward(dy, t)
     if op == "HardSigmoid":
         z = alpha * t + beta
         return dy * ((z > 0) & (z < 1)).to(dy.dtype) * alpha
     if op == "HardSwish":
-        d = torch.where(t < -3, torch.zeros_like(t), torch.where(t <= 3, t / 3 + 0.5,
-                                                                  torch.ones_like(t)))
-        return dy * d
+        return torch.ops.aten.hardswish_backward(dy, t)
     if op == "Tanh":
         return torch.ops.aten.tanh_backward(dy, t)
+    # the others in place in their one output: a temporary per factor would be an activation
+    # more than the op's output, which magpie counts alone
     if op == "Erf":
-        return dy * (1.1283791670955126 * torch.exp(-t * t))
+        return torch.mul(t, t).neg_().exp_().mul_(1.1283791670955126).mul_(dy)
     if op == "Exp":
         return dy * t
     if op == "Log":
         return dy / t
     if op == "Sqrt":
-        return dy * (0.5 / t)
+        return torch.div(dy, t).mul_(0.5)
     if op == "Abs":
-        return dy * torch.sign(t)
+        return torch.sign(t).mul_(dy)
     if op == "Reciprocal":
-        return dy * (-t * t)
+        return torch.mul(t, t).neg_().mul_(dy)
     if op == "Softplus":
-        return dy * torch.sigmoid(t)
+        return torch.sigmoid(t).mul_(dy)
     if op == "Elu":
-        return torch.where(t > 0, dy, dy * alpha * torch.exp(t))
+        return torch.ops.aten.elu_backward(dy, alpha, 1, 1, False, t)
     if op in ("Gelu", "GeluTanh"):
         return torch.ops.aten.gelu_backward(dy, t, approximate="tanh" if op == "GeluTanh" else
                                             "none")
