@@ -271,6 +271,11 @@ static ir_status emit_transpose(et_ctx *e, const ir_node *n) {
     for (int i = 0; i < r; i++) identity &= perm[i] == i;
     if (identity) /* permute(identity).contiguous() would alias x */
         et_line(e, "%s = %s.clone()", et_out(e, n, 0), et_in(e, n, 0));
+    else if (!view && r == 2) /* a 2-D transposed copy_ on the CPU goes through a 60x60 block
+                               * buffer (14,400 B of float) that magpie's kernel does not need:
+                               * copied as 3-D, it is the output alone */
+        et_line(e, "%s = %s.permute((1, 0)).unsqueeze(0).contiguous()[0]", et_out(e, n, 0),
+                et_in(e, n, 0));
     else
         et_line(e, "%s = %s.permute(%s)%s", et_out(e, n, 0), et_in(e, n, 0),
                 et_ints(e, perm, r, false), view ? "" : ".contiguous()");
