@@ -2,7 +2,9 @@
 """Peak memory of a plan's emitted PyTorch step, measured by PyTorch itself, beside magpie's
 prediction and the plain PyTorch step (forward + backward of the original nn.Module).
 
-    bench/emit_memory.py MAGPIE FIXTURE PLAN_DIR [PLAN_DIR...]
+    bench/emit_memory.py MAGPIE FIXTURE [--model FILE.onnx] PLAN_DIR [PLAN_DIR...]
+    bench/emit_memory.py --export FIXTURE OPSET OUT.onnx
+
 
 Each PLAN_DIR holds optimized.onnx and step.py (magpie optimize --emit torch, or magpie emit);
 its predicted peak is `magpie inspect --json` of optimized.onnx (the plan's file order, which is
@@ -35,6 +37,11 @@ def resident_bytes(tensors):
     return total
 
 
+def event_time(e):
+    """A profiler event's start (PyTorch 2.x: start_ns; 1.13: start_us)."""
+    return e.start_ns() if hasattr(e, "start_ns") else e.start_us()
+
+
 def cpu_peak(fn):
     """Peak of the running sum of the profiler's memory events (every allocation and free on
     the CPU, in time order) during fn(). prof.events() folds the allocations an op makes into
@@ -43,7 +50,7 @@ def cpu_peak(fn):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     evs = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    evs.sort(key=lambda e: e.start_us())
+    evs.sort(key=event_time)
     cur = peak = 0
     for e in evs:
         cur += e.nbytes()
@@ -60,7 +67,25 @@ def predicted(magpie, onnx_path, *extra):
     return j["eager_peak_bytes"]
 
 
+def export(fixture, opset, path):
+    """The fixture's module exported by scripts/export_for_training.py at opset (17: the
+    LayerNormalization op; 20: Gelu too, with a PyTorch whose exporter writes it)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from export_for_training import export_for_training
+    model, inputs, _ = emit_check.fixture_model(fixture)
+    names = list(inputs)
+    export_for_training(model, tuple(inputs[n] for n in names), path, input_names=names,
+                        output_names=["out"], opset=opset)
+
+
 def main(argv):
+    if argv[1] == "--export":
+        return export(argv[2], int(argv[3]), argv[4])
+    model_file = None
+    if "--model" in argv:  # the ONNX file the plans were made from (default: the fixture's)
+        i = argv.index("--model")
+        model_file = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     magpie, fixture, plans = argv[1], argv[2], argv[3:]
     model, inputs, flatten = emit_check.fixture_model(fixture)
     torch.set_num_threads(1)
@@ -84,8 +109,8 @@ def main(argv):
     m.zero_grad(set_to_none=True)
     res = resident_bytes(list(m.parameters()) + list(m.buffers()) + list(inputs.values()))
     plain_peak = cpu_peak(plain) + res
-    eager = predicted(magpie, os.path.join(emit_check.FIXTURES, "numeric", fixture, "model.onnx"),
-                      "--train")
+    eager = predicted(magpie, model_file or os.path.join(emit_check.FIXTURES, "numeric", fixture,
+                                                         "model.onnx"), "--train")
     print(f"{fixture}: magpie's eager training graph {eager} B predicted; the plain PyTorch step "
           f"(forward + backward) {plain_peak} B measured")
     print(f"{'plan':40s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s} "

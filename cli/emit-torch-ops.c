@@ -49,6 +49,23 @@ static ir_status emit_unary(et_ctx *e, const ir_node *n) {
         et_line(e, "%s = torch.nn.functional.elu(%s, %s)", y, x, et_float(e, alpha));
         break;
     case IR_OP_Identity: et_line(e, "%s = %s.clone()", y, x); break;
+    case IR_OP_Gelu:
+        et_line(e, "%s = torch.nn.functional.gelu(%s, approximate=\"%s\")", y, x,
+                strcmp(ir_attr_str(n, "approximate", "none"), "tanh") ? "none" : "tanh");
+        break;
+    case IR_OP_Sin: et_line(e, "%s = torch.sin(%s)", y, x); break;
+    case IR_OP_Cos: et_line(e, "%s = torch.cos(%s)", y, x); break;
+    case IR_OP_Round: et_line(e, "%s = torch.round(%s)", y, x); break; /* halves to even */
+    case IR_OP_Softsign: et_line(e, "%s = torch.nn.functional.softsign(%s)", y, x); break;
+    case IR_OP_Selu: /* ONNX's alpha and gamma (PyTorch's selu has them fixed) */
+        et_line(e, "%s = %s * torch.where(%s > 0, %s, %s * torch.expm1(%s))", y,
+                et_float(e, ir_attr_float(n, "gamma", 1.05070102214813232421875f)), x, x,
+                et_float(e, ir_attr_float(n, "alpha", 1.67326319217681884765625f)), x);
+        break;
+    case IR_OP_Celu:
+        et_line(e, "%s = torch.celu(%s, %s)", y, x, et_float(e, ir_attr_float(n, "alpha", 1.0f)));
+        break;
+    case IR_OP_Mish: et_line(e, "%s = torch.nn.functional.mish(%s)", y, x); break;
     default: return et_refuse(e, n, "not an element-wise unary op");
     }
     return IR_OK;
@@ -254,6 +271,11 @@ static ir_status emit_transpose(et_ctx *e, const ir_node *n) {
     for (int i = 0; i < r; i++) identity &= perm[i] == i;
     if (identity) /* permute(identity).contiguous() would alias x */
         et_line(e, "%s = %s.clone()", et_out(e, n, 0), et_in(e, n, 0));
+    else if (!view && r == 2) /* a 2-D transposed copy_ on the CPU goes through a 60x60 block
+                               * buffer (14,400 B of float) that magpie's kernel does not need:
+                               * copied as 3-D, it is the output alone */
+        et_line(e, "%s = %s.permute((1, 0)).unsqueeze(0).contiguous()[0]", et_out(e, n, 0),
+                et_in(e, n, 0));
     else
         et_line(e, "%s = %s.permute(%s)%s", et_out(e, n, 0), et_in(e, n, 0),
                 et_ints(e, perm, r, false), view ? "" : ".contiguous()");
@@ -450,7 +472,15 @@ et_op_fn et_op_lookup(ir_op_kind k) {
     case IR_OP_Not:
     case IR_OP_Softplus:
     case IR_OP_Elu:
-    case IR_OP_Identity: return emit_unary;
+    case IR_OP_Identity:
+    case IR_OP_Gelu:
+    case IR_OP_Sin:
+    case IR_OP_Cos:
+    case IR_OP_Round:
+    case IR_OP_Softsign:
+    case IR_OP_Selu:
+    case IR_OP_Celu:
+    case IR_OP_Mish: return emit_unary;
     case IR_OP_Clip: return emit_clip;
     case IR_OP_Cast:
     case IR_OP_CastLike: return emit_cast;

@@ -16,15 +16,20 @@
 
 static ir_status emit_unary_grad(et_ctx *e, const ir_node *n) {
     const char *op = ir_attr_str(n, "op", "");
-    bool hs = !strcmp(op, "HardSigmoid"), lr = !strcmp(op, "LeakyRelu");
+    bool hs = !strcmp(op, "HardSigmoid"), lr = !strcmp(op, "LeakyRelu"), se = !strcmp(op, "Selu");
+    if (!strcmp(op, "Gelu") && !strcmp(ir_attr_str(n, "approximate", "none"), "tanh"))
+        op = "GeluTanh";
     et_use(e, "unary_grad");
+    /* alpha, then beta (Selu: its gamma) */
     et_line(e, "%s = _unary_grad(\"%s\", %s, %s, %s, %s, %s, %s)", et_out(e, n, 0), op,
             et_in(e, n, 0), et_in(e, n, 1),
             et_float(e, ir_attr_float(n, "alpha",
                                       hs   ? 0.2f
                                       : lr ? 0.01f
+                                      : se ? 1.67326319217681884765625f
                                            : 1.0f)),
-            et_float(e, ir_attr_float(n, "beta", 0.5f)),
+            et_float(e, se ? ir_attr_float(n, "gamma", 1.05070102214813232421875f)
+                           : ir_attr_float(n, "beta", 0.5f)),
             et_float(e, ir_attr_float(n, "min", -__builtin_inff())),
             et_float(e, ir_attr_float(n, "max", __builtin_inff())));
     return IR_OK;

@@ -210,11 +210,65 @@ def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
         y.add_(b.reshape([1, -1] + [1] * S))
     return y
 #@ conv_grad_weight
+def _im2col(xg, col, strides, pads, dil):
+    """col[c, i, j, oh, ow] = xg[c, oh s0 - p0 + i d0, ow s1 - p1 + j d1], the window taps that
+    fall in the input; the others stay as they are (col starts at zero and every sample fills
+    the same taps). Strided copies between views: no allocation."""
+    H, W = xg.shape[1], xg.shape[2]
+    kh, kw, OH, OW = col.shape[1:]
+
+    def span(i, st, pad, d, size, out):
+        """The outputs [lo, hi) whose tap i reads inside the input, and its first input index."""
+        off = i * d - pad
+        lo = 0 if off >= 0 else (st - 1 - off) // st
+        hi = min(out, (size - 1 - off) // st + 1) if size - 1 - off >= 0 else 0
+        return lo, hi, lo * st + off
+
+    for i in range(kh):
+        lo0, hi0, ih = span(i, strides[0], pads[0], dil[0], H, OH)
+        if lo0 >= hi0:
+            continue
+        for j in range(kw):
+            lo1, hi1, iw = span(j, strides[1], pads[1], dil[1], W, OW)
+            if lo1 >= hi1:
+                continue
+            col[:, i, j, lo0:hi0, lo1:hi1].copy_(
+                xg[:, ih:ih + (hi0 - lo0 - 1) * strides[0] + 1:strides[0],
+                   iw:iw + (hi1 - lo1 - 1) * strides[1] + 1:strides[1]])
+
+
 def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group):
+    """ConvGradWeight: on the CPU, a 2-D convolution's weight gradient as magpie's kernel
+    computes it (per sample and group, dW_g (+)= dY_g col^T with col the [Cg*K, OS] im2col of
+    that sample's group, none for a pointwise convolution), so that its workspace is the one
+    magpie counts; PyTorch's convolution_backward (mkldnn) would copy the weight it does not
+    read and allocate a scratchpad several activations large. Elsewhere (CUDA, 1-D and 3-D)
+    PyTorch's own backward."""
     S = len(strides)
     if pads[:S] != pads[S:]:
         x = _pad_nd(x, pads)
         pads = [0] * (2 * S)
+    if S == 2 and x.device.type == "cpu":
+        N, C = x.shape[0], x.shape[1]
+        M, Cg, Mg = wshape[0], C // group, wshape[0] // group
+        K, osz = wshape[2] * wshape[3], tuple(dy.shape[2:])
+        OS = osz[0] * osz[1]
+        pointwise = K == 1 and list(strides) == [1, 1] and not any(pads)
+        dw = torch.zeros(wshape, dtype=x.dtype, device=x.device)
+        rows = dw.view(M, Cg * K)
+        col = None if pointwise else torch.zeros((Cg,) + tuple(wshape[2:]) + osz, dtype=x.dtype,
+                                                 device=x.device)
+        for n in range(N):
+            for g in range(group):
+                xg = x[n, g * Cg:(g + 1) * Cg]
+                if pointwise:
+                    c = xg.reshape(Cg, OS)
+                else:
+                    _im2col(xg, col, strides, pads, dil)
+                    c = col.view(Cg * K, OS)
+                rows[g * Mg:(g + 1) * Mg].addmm_(dy[n, g * Mg:(g + 1) * Mg].reshape(Mg, OS),
+                                                 c.t())
+        return dw
     w = torch.zeros((), dtype=x.dtype, device=x.device).expand(wshape)
     return torch.ops.aten.convolution_backward(dy, x, w, None, strides, pads[:S], dil, False,
                                                [0] * S, group, [False, True, False])[1]
@@ -226,7 +280,16 @@ _AVGP = {1: torch.nn.functional.avg_pool1d, 2: torch.nn.functional.avg_pool2d,
 
 
 def _maxpool(x, k, s, pads, dil, ceil):
+    """MaxPool. Unpadded and undilated windows that tile the input exactly are the maximum over
+    an unfolded view, which allocates the output alone as magpie's kernel does (PyTorch's
+    max_pool on the CPU also allocates int64 indices, twice the output, which are dropped)."""
     S = len(k)
+    if (not any(pads) and all(d == 1 for d in dil) and
+            all((x.shape[2 + i] - k[i]) % s[i] == 0 for i in range(S))):
+        v = x
+        for i in range(S):
+            v = v.unfold(2 + i, k[i], s[i])
+        return torch.amax(v, dim=tuple(range(-S, 0)))
     if pads[:S] == pads[S:] and all(2 * p <= kk for p, kk in zip(pads[:S], k)):
         return _MAXP[S](x, k, s, pads[:S], dil, ceil)
     return _MAXP[S](_pad_nd(x, pads, float("-inf")), k, s, 0, dil, ceil)
@@ -292,16 +355,29 @@ def _bn_eval(x, scale, bias, mean, var, eps):
     return torch.nn.functional.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
 #@ batchnorm_grad
 def _bn_grad(dy, x, scale, mean, var, eps, train):
-    """BatchNormGrad -> (dX, dScale, dBias): PyTorch's native_batch_norm_backward, with the batch
-    statistics recomputed from X (training) or the running ones."""
+    """BatchNormGrad -> (dX, dScale, dBias), with the batch statistics recomputed from X
+    (training) or the running ones. dScale and dBias come from PyTorch's
+    native_batch_norm_backward; dX is composed in place in one tensor, the output magpie counts:
+    the CPU kernel's contiguous path allocates grad_input twice (the first is freed only after
+    the second is made), one activation more than the op's output."""
     dims = [0] + list(range(2, x.dim()))
+    shp = [1, -1] + [1] * (x.dim() - 2)
     if train:
         bv, bm = torch.var_mean(x, dim=dims, unbiased=False)
         inv = torch.rsqrt(bv + eps)
-        return torch.ops.aten.native_batch_norm_backward(dy, x, scale, None, None, bm, inv, True,
-                                                         eps, [True, True, True])
-    return torch.ops.aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False,
-                                                     eps, [True, True, True])
+        _, ds, db = torch.ops.aten.native_batch_norm_backward(dy, x, scale, None, None, bm, inv,
+                                                              True, eps, [False, True, True])
+        n = x.numel() // x.shape[1]
+        k = scale * inv
+        # dX = k (dY - dBias / n - (X - mean) inv dScale / n)
+        dx = x - bm.reshape(shp)
+        dx.mul_((k * inv * ds).div_(-n).reshape(shp))
+        dx.addcmul_(dy, k.reshape(shp))
+        dx.sub_((k * db).div_(n).reshape(shp))
+        return dx, ds, db
+    _, ds, db = torch.ops.aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None,
+                                                          False, eps, [False, True, True])
+    return dy * (scale * torch.rsqrt(var + eps)).reshape(shp), ds, db
 #@ layernorm
 def _layernorm(x, scale, bias, axis, eps):
     y, m, r = torch.ops.aten.native_layer_norm(x, list(x.shape[axis:]), scale, bias, eps)
@@ -564,34 +640,50 @@ def _unary_grad(op, dy, t, alpha, beta, lo, hi):
     if op == "Relu":
         return torch.ops.aten.threshold_backward(dy, t, 0)
     if op == "LeakyRelu":
-        return torch.where(t > 0, dy, dy * alpha)
+        return torch.ops.aten.leaky_relu_backward(dy, t, alpha, False)
     if op == "Sigmoid":
         return torch.ops.aten.sigmoid_backward(dy, t)
     if op == "HardSigmoid":
         z = alpha * t + beta
         return dy * ((z > 0) & (z < 1)).to(dy.dtype) * alpha
     if op == "HardSwish":
-        d = torch.where(t < -3, torch.zeros_like(t), torch.where(t <= 3, t / 3 + 0.5,
-                                                                  torch.ones_like(t)))
-        return dy * d
+        return torch.ops.aten.hardswish_backward(dy, t)
     if op == "Tanh":
         return torch.ops.aten.tanh_backward(dy, t)
+    # the others in place in their one output: a temporary per factor would be an activation
+    # more than the op's output, which magpie counts alone
     if op == "Erf":
-        return dy * (1.1283791670955126 * torch.exp(-t * t))
+        return torch.mul(t, t).neg_().exp_().mul_(1.1283791670955126).mul_(dy)
     if op == "Exp":
         return dy * t
     if op == "Log":
         return dy / t
     if op == "Sqrt":
-        return dy * (0.5 / t)
+        return torch.div(dy, t).mul_(0.5)
     if op == "Abs":
-        return dy * torch.sign(t)
+        return torch.sign(t).mul_(dy)
     if op == "Reciprocal":
-        return dy * (-t * t)
+        return torch.mul(t, t).neg_().mul_(dy)
     if op == "Softplus":
-        return dy * torch.sigmoid(t)
+        return torch.sigmoid(t).mul_(dy)
     if op == "Elu":
-        return torch.where(t > 0, dy, dy * alpha * torch.exp(t))
+        return torch.ops.aten.elu_backward(dy, alpha, 1, 1, False, t)
+    if op in ("Gelu", "GeluTanh"):
+        return torch.ops.aten.gelu_backward(dy, t, approximate="tanh" if op == "GeluTanh" else
+                                            "none")
+    if op == "Sin":
+        return dy * torch.cos(t)
+    if op == "Cos":
+        return -dy * torch.sin(t)
+    if op == "Softsign":
+        return dy / (1 + torch.abs(t)) ** 2
+    if op == "Selu":  # alpha, and gamma in beta's place
+        return torch.where(t > 0, dy * beta, dy * (beta * alpha) * torch.exp(t))
+    if op == "Celu":
+        return torch.where(t > 0, dy, dy * torch.exp(t / alpha))
+    if op == "Mish":
+        sp = torch.tanh(torch.nn.functional.softplus(t))
+        return dy * (sp + t * torch.sigmoid(t) * (1 - sp * sp))
     # Clip: hardtanh's strict bounds
     return dy * ((t > lo) & (t < hi)).to(dy.dtype)
 #@ dropout

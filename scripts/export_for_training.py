@@ -26,6 +26,7 @@ From the command line, for a factory FILE.py:FUNC that returns (module, example_
     /usr/bin/python3 scripts/export_for_training.py my_models.py:make_gpt OUT.onnx
 """
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -51,12 +52,17 @@ def export_for_training(module, example_inputs, path, input_names=None, output_n
     # The trace runs the forward once and updates batch-norm running statistics: keep the
     # module's state as it was, so the file holds the weights the caller has.
     state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    # PyTorch 2.9 and later export with torch.export (dynamo=True) by default, which renames and
+    # pre-transposes weights and ignores TrainingMode: ask for the TorchScript exporter.
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        extra["dynamo"] = False
     try:
         torch.onnx.export(module, example_inputs, path, export_params=True,
                           do_constant_folding=False, opset_version=opset,
                           training=torch.onnx.TrainingMode.TRAINING,
                           input_names=input_names, output_names=output_names,
-                          dynamic_axes=dynamic_axes, keep_initializers_as_inputs=False)
+                          dynamic_axes=dynamic_axes, keep_initializers_as_inputs=False, **extra)
     finally:
         with torch.no_grad():
             for k, v in module.state_dict().items():

@@ -83,11 +83,28 @@ def cases():
                                           kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                                           output_padding=[1, 1])], [2, 2, 12, 12],
                   inits=[numpy_helper.from_array(wt, "wt")]))
+    # weight gradients (ConvGradWeight): pointwise, grouped with stride and dilation, depthwise
+    rs = np.random.RandomState(4)
+    wa, wb = rs.randn(4, 3, 1, 1).astype(np.float32), rs.randn(6, 2, 3, 3).astype(np.float32)
+    c.append(case("conv_grad_group_dil", [
+        n("Conv", ["h", "wa"], ["a"], kernel_shape=[1, 1]),
+        n("Conv", ["a", "wb"], ["y"], kernel_shape=[3, 3], group=2, strides=[2, 2],
+          dilations=[2, 2], pads=[2, 1, 2, 1])], [2, 6, 3, 2],
+        inits=[numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb")]))
+    wd = rs.randn(3, 1, 3, 3).astype(np.float32)
+    c.append(case("conv_grad_depthwise", [n("Conv", ["h", "wd"], ["y"], kernel_shape=[3, 3],
+                                            group=3, pads=[1, 1, 1, 1])], X_SHAPE,
+                  inits=[numpy_helper.from_array(wd, "wd")]))
     for op, attrs in (("HardSigmoid", {}), ("HardSwish", {}), ("LeakyRelu", {"alpha": 0.1}),
                       ("Elu", {"alpha": 0.7}), ("Softplus", {}), ("Abs", {}), ("Tanh", {}),
-                      ("Sigmoid", {}), ("Exp", {}), ("Erf", {})):
-        c.append(case(op.lower(), [n(op, ["h"], ["y"], **attrs)], X_SHAPE,
-                      opset=14 if op == "HardSwish" else 13))
+                      ("Sigmoid", {}), ("Exp", {}), ("Erf", {}), ("Gelu", {}),
+                      ("Gelu", {"approximate": "tanh"}), ("Sin", {}), ("Cos", {}),
+                      ("Softsign", {}), ("Selu", {"alpha": 1.5, "gamma": 1.1}),
+                      ("Celu", {"alpha": 0.8}), ("Mish", {})):
+        name = op.lower() + ("_tanh" if attrs.get("approximate") == "tanh" else "")
+        c.append(case(name, [n(op, ["h"], ["y"], **attrs)], X_SHAPE,
+                      opset=20 if op == "Gelu" else 18 if op == "Mish" else
+                      14 if op == "HardSwish" else 13))
     c.append(case("sqrt_log_recip", [n("Sqrt", ["h"], ["s"]), n("Log", ["s"], ["l"]),
                                      n("Reciprocal", ["s"], ["r"]), n("Add", ["l", "r"], ["y"])],
                   X_SHAPE, x_pos=True))
@@ -153,6 +170,8 @@ def check(magpie, work, cs):
              for i in onnx.load(path).graph.initializer for p in [i.name] if p in mod.PARAMS}
         outs[dt] = mod.step(P, {"x": torch.from_numpy(x).to(dt)})
     names = ["loss", "w.grad"] if cs["train"] else ["y"]
+    if cs["train"]:  # the other trained initializers' gradients (a Conv's weight)
+        names += [p + ".grad" for p in mod.PARAMS if p != "w" and p + ".grad" in mod.OUTPUTS]
     ok = True
     for nm in names:
         got = torch.from_numpy(np.load(os.path.join(d, "out", nm.replace("/", "_") + ".npy")))
