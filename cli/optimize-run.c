@@ -83,6 +83,19 @@ static ir_status reorder_nodes(ir_graph *g, const int *order, ir_diag *d) {
     return IR_OK;
 }
 
+/* Writes plan g to path: in the default ONNX domain when it needs no host memory and no fission
+ * (substitutions, PET, reordering: cli_plan_standard), so that other runtimes load it; the
+ * importer turns the lowered PET patches back into in-place PetPatch (export-standard.c). */
+static ir_status save_plan(const ir_graph *g, const char *path, ir_diag *d) {
+    if (!cli_plan_standard(g)) return ir_onnx_save(g, path, d);
+    ir_graph *std = ir_graph_clone(g);
+    if (!std) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    ir_status st = cli_export_standard(std, d);
+    if (st == IR_OK) st = ir_onnx_save(std, path, d);
+    ir_graph_free(std);
+    return st;
+}
+
 /* ---------------------------------------------------------------- progress */
 
 /* On a terminal one line rewritten in place about 4 times a second; otherwise (a log, a pipe)
@@ -395,7 +408,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     }
     /* the directory was made before the search; made again should it have gone since */
     if ((st = cli_mkdirs(dir, NULL, NULL, &d)) != IR_OK ||
-        (st = ir_onnx_save(best, p_onnx, &d)) != IR_OK) {
+        (st = save_plan(best, p_onnx, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
