@@ -1,40 +1,58 @@
 #!/usr/bin/env bash
 # bench_pet_measured.sh [BUILD] [SECS] - PET plans, predicted and measured (issue #18, "Must
-# show"): five inference models of PyTorch/torchvision families at small resolution with seeded
-# random weights (bench/gen_pet_models.py exports them into a scratch directory: ResNet-18 at
-# 64x64, Inception v3 at 96x96, a quarter-width CSRNet at 128x128, a 2-layer pre-norm transformer
-# encoder over 64 tokens, ConvNeXt-T at 64x64), each optimized two ways with the cpu cost model:
+# show"), and the same plans in onnxruntime (issue #19): five inference models of
+# PyTorch/torchvision families at small resolution with seeded random weights
+# (bench/gen_pet_models.py exports them into a scratch directory: ResNet-18 at 64x64, Inception v3
+# at 96x96, a quarter-width CSRNet at 128x128, a 2-layer pre-norm transformer encoder over 64
+# tokens, ConvNeXt-T at 64x64), each optimized two ways with the cpu cost model:
 #   pet      magpie optimize M --pet --device cpu             (mutants + substitutions)
 #   mutants  magpie optimize M --pet --rules pet --device cpu (PET's mutants alone)
 # with optimize's own measuring (--measure 3, its default: the plan written is the best measured
 # one, or the original order when every plan measured ran slower). Then every plan is verified
-# (`magpie verify`) and timed side by side with its original: `magpie run --repeat REPEAT` (the
-# median of REPEAT warm runs), ROUNDS rounds alternating which goes first, medians over the
-# rounds (the ratios: medians of the per-round ratios), on one kernel thread (OMP_NUM_THREADS=1, OpenBLAS 1). Two clocks are reported: the
-# wall time (`wall_seconds`) and the running thread's CPU time (`cpu_seconds`, which waiting for
-# a core on a busy machine does not inflate; the cpu cost model measures ops with it).
+# (`magpie verify`, which also writes the original's float64 outputs as the reference) and timed
+# side by side with its original: `magpie run --repeat REPEAT` (the median of REPEAT warm runs;
+# REPEAT is sized per model so that a sample lasts about SAMPLE_S, at least 5 runs), ROUNDS
+# rounds alternating which goes first, medians over the rounds (the ratios: medians of the
+# per-round ratios), on one kernel thread (OMP_NUM_THREADS=1, OpenBLAS 1) pinned to one CPU
+# (taskset -c PIN: no migration between cores mid-run). Two clocks are reported: the wall time
+# (`wall_seconds`) and the running thread's CPU time (`cpu_seconds`, which waiting for a core on
+# a busy machine does not inflate; the cpu cost model measures ops with it).
+#
+# onnxruntime (bench/ort_pet_plans.py, with PYTHON_ORT): each plan and its original loaded by
+# onnxruntime, the plan's outputs judged against the float64 reference by verify's criterion with
+# onnxruntime's own float32 run of the original as the yardstick, and both timed the same way
+# (one intra-op thread, alternating rounds, medians). optimize writes a plan without host copies
+# or fission in the default ONNX domain (PET's patches as Pad and Where), so every plan here loads.
 #
 # Noise. Each model gets a control row first: the original against a byte copy of itself, timed
-# the same way; its ratio's distance from 1 is the spread two identical graphs show at that time.
+# the same way in both runtimes; its ratio's distance from 1 is the spread two identical graphs
+# show at that time. The load column is the 1-minute load average when the row's timing began.
 #
 # Weights: the models are exported with export_params=False (structure only); every weight is
 # given uniform values in +-1/sqrt(fan_in) (deterministic, from its name) as an initializer in
 # the scratch directory, since PET's weight pre-processing needs constant weights.
 #
-# Environment: REPEAT (5), ROUNDS (7), MODELS (all five), CONFIGS (pet mutants), KEEP=1 keeps the
-# scratch directory, PYTHON (/usr/bin/python3: Debian's torch 1.13, torchvision, onnx, numpy).
-# Prints the Markdown table on stdout (progress on stderr); docs/BENCHMARKS.md records it.
+# Environment: ROUNDS (9), SAMPLE_S (0.3), PIN (1; empty: no pinning), MODELS (all five),
+# CONFIGS (pet mutants), KEEP=1 keeps the scratch directory, PYTHON (/usr/bin/python3: Debian's
+# torch 1.13, torchvision, onnx, numpy), PYTHON_ORT (/work/venv-pypi/bin/python: numpy and
+# onnxruntime; empty or missing: no onnxruntime columns). Prints the Markdown table on stdout
+# (progress on stderr); docs/BENCHMARKS.md records it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 SECS=${2:-20}
-REPEAT=${REPEAT:-5}
-ROUNDS=${ROUNDS:-7}
+ROUNDS=${ROUNDS:-9}
+SAMPLE_S=${SAMPLE_S:-0.3}
+PIN=${PIN-1}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MODELS=${MODELS:-"resnet18 inception_v3 csrnet encoder convnext_t"}
 CONFIGS=${CONFIGS:-"pet mutants"}
 PY=${PYTHON:-/usr/bin/python3}
+PY_ORT=${PYTHON_ORT-/work/venv-pypi/bin/python}
+if [ -n "$PY_ORT" ] && ! "$PY_ORT" -c 'import onnxruntime, numpy' 2>/dev/null; then PY_ORT=; fi
 MAGPIE=$BUILD/magpie
+PINNED=()
+if [ -n "$PIN" ] && command -v taskset >/dev/null; then PINNED=(taskset -c "$PIN"); fi
 [ -x "$MAGPIE" ] || { echo "bench_pet_measured: no $MAGPIE (build first)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/magpie-pet-measured-XXXXXX")
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; else echo "scratch: $WORK" >&2; fi
@@ -43,9 +61,11 @@ log() { echo "bench_pet_measured: $*" >&2; }
 # bake SRC DST INPUT.npy: the weights as seeded initializers, a random data input (bake_weights.py)
 bake() { "$PY" bench/bake_weights.py "$1" "$2" "$3"; }
 
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
 # "WALL CPU" seconds of `magpie run MODEL INPUT --repeat REPEAT` (medians of the warm runs)
 run_s() {
-    "$MAGPIE" run "$1" -i "$2" -o "$WORK/run-out" --repeat "$REPEAT" --json |
+    "${PINNED[@]}" "$MAGPIE" run "$1" -i "$2" -o "$WORK/run-out" --repeat "$REPEAT" --json |
         "$PY" -c 'import json, sys; r = json.load(sys.stdin); print(r["wall_seconds"], r["cpu_seconds"])'
 }
 
@@ -76,6 +96,20 @@ side_by_side() {
     rc=$(median "${qc[@]}")
 }
 
+# ort A B INPUT [REF]: onnxruntime's figures, "ORIG_MS PLAN_MS RATIO AGREES" (cpu clock), or
+# "- - - -" without onnxruntime, "- - - not loaded" when it cannot load a file
+ort() {
+    if [ -z "$PY_ORT" ]; then echo "- - - -"; return; fi
+    ROUNDS=$ROUNDS SAMPLE_S=$SAMPLE_S "${PINNED[@]}" "$PY_ORT" bench/ort_pet_plans.py "$@" 2>"$WORK/ort.err" |
+        "$PY" -c 'import json, sys
+r = json.load(sys.stdin)
+if not r["loaded"]:
+    print("- - - not-loaded"); sys.exit()
+a = {True: "agrees", False: "DIFFERS"}.get(r.get("agrees"), "-")
+print("%.2f %.2f %.3f %s" % (1000 * r["original_cpu_s"], 1000 * r["plan_cpu_s"], r["ratio_cpu"], a))' ||
+        echo "- - - failed"
+}
+
 report_get() { "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 log "exporting $MODELS into $WORK"
@@ -85,19 +119,26 @@ log "exporting $MODELS into $WORK"
     exit 2
 }
 
-echo "| model | config | rewrites in the plan written (PET classes) | plan written (optimize's measuring) | predicted ratio: search / as written | original wall / cpu (ms) | plan wall / cpu (ms) | measured ratio wall / cpu | predicted / measured (cpu): search / as written | verify |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| model | config | rewrites in the plan written (PET classes) | plan written (optimize's measuring) | predicted ratio: search / as written | original wall / cpu (ms) | plan wall / cpu (ms) | measured ratio wall / cpu | predicted / measured (cpu): search / as written | verify | onnxruntime original / plan cpu (ms) | onnxruntime ratio | onnxruntime vs float64 | load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for name in $MODELS; do
     model="$WORK/$name-w.onnx"
     input="$WORK/$name-input.npy"
     log "$name: weights as initializers"
     bake "$WORK/$name.onnx" "$model" "$input"
     cp "$model" "$WORK/$name-copy.onnx"
-    log "$name: control, the original against a copy of itself"
+    # REPEAT: runs per sample, so that one lasts about SAMPLE_S (at least 5)
+    one=$("$MAGPIE" run "$model" -i "$input" -o "$WORK/run-out" --repeat 3 --json |
+        "$PY" -c 'import json, sys; print(json.load(sys.stdin)["wall_seconds"])')
+    REPEAT=$(awk -v s="$SAMPLE_S" -v t="$one" 'BEGIN {n = int(s / t + 0.999); print n < 5 ? 5 : n}')
+    log "$name: control, the original against a copy of itself (--repeat $REPEAT)"
+    ld=$(load1)
     side_by_side "$model" "$WORK/$name-copy.onnx" "$input"
-    awk -v n="$name" -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" 'BEGIN {
-        printf "| %s | control (a copy) | | | 1 / 1 | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | | |\n",
-            n, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc}'
+    read -r oo op_ orr _ <<<"$(ort "$model" "$WORK/$name-copy.onnx" "$input")"
+    awk -v n="$name" -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" \
+        -v oo="$oo" -v opp="$op_" -v orr="$orr" -v ld="$ld" 'BEGIN {
+        printf "| %s | control (a copy) | | | 1 / 1 | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | | | %s / %s | %s | | %s |\n",
+            n, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc, oo, opp, orr, ld}'
     for cfg in $CONFIGS; do
         case "$cfg" in
         pet) flags="--pet" ;;
@@ -111,7 +152,7 @@ for name in $MODELS; do
         "$MAGPIE" optimize "$model" $flags --device cpu --time "$SECS" \
             --profile-db "$WORK/profile.db" -o "$out" --json --quiet >"$out.json" 2>"$out.err" || rc=$?
         if [ "$rc" != 0 ]; then
-            echo "| $name | $cfg | optimize failed (exit $rc) | | | | | | | |"
+            echo "| $name | $cfg | optimize failed (exit $rc) | | | | | | | | | | | |"
             continue
         fi
         rep="$out/report.json"
@@ -121,16 +162,19 @@ for name in $MODELS; do
         pred=$(report_get "$rep" '"%.3f" % r["latency_ratio"]')
         # the search's own prediction of the plan written (the original: 1)
         spred=$(report_get "$rep" '(lambda m: "1" if m["fell_back_to_original"] else "%.3f" % m["plans"][m["written"]]["predicted_ratio"])(r["measurement"])')
-        if "$MAGPIE" verify "$model" "$out/optimized.onnx" >"$out.verify" 2>&1; then
+        if "$MAGPIE" verify "$model" "$out/optimized.onnx" -i "$input" -o "$out.ref" >"$out.verify" 2>&1; then
             ver=match
         else
             ver="MISMATCH"
         fi
         log "$name: timing $ROUNDS x (original, plan), --repeat $REPEAT"
+        ld=$(load1)
         side_by_side "$model" "$out/optimized.onnx" "$input"
+        read -r oo op_ orr oag <<<"$(ort "$model" "$out/optimized.onnx" "$input" "$out.ref")"
         awk -v n="$name" -v c="$cfg" -v ap="$applied ($classes)" -v wr="$written" -v pr="$pred" -v sp="$spred" \
-            -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" -v v="$ver" 'BEGIN {
-            printf "| %s | %s | %s | %s | %s / %s | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | %.3f / %.3f | %s |\n",
-                n, c, ap, wr, sp, pr, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc, sp / rc, pr / rc, v}'
+            -v ow="$ow" -v op="$op" -v oc="$oc" -v pc="$pc" -v rw="$rw" -v rc="$rc" -v v="$ver" \
+            -v oo="$oo" -v opp="$op_" -v orr="$orr" -v oag="$oag" -v ld="$ld" 'BEGIN {
+            printf "| %s | %s | %s | %s | %s / %s | %.1f / %.1f | %.1f / %.1f | %.3f / %.3f | %.3f / %.3f | %s | %s / %s | %s | %s | %s |\n",
+                n, c, ap, wr, sp, pr, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc, sp / rc, pr / rc, v, oo, opp, orr, oag, ld}'
     done
 done

@@ -55,6 +55,12 @@ ir_graph *cli_load_model(const char *path, const cli_opts *o, bool allow_opaque,
         *code = cli_fail_ir(st, &d, path);
         return NULL;
     }
+    /* a plan written in the standard domain gets its in-place PET patches back */
+    if ((st = cli_fuse_standard_patches(g, &d)) != IR_OK) {
+        *code = cli_fail_ir(st, &d, path);
+        ir_graph_free(g);
+        return NULL;
+    }
     *code = CLI_EXIT_OK;
     return g;
 }

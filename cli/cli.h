@@ -158,6 +158,13 @@ int cli_emit_torch_file(const ir_graph *g, const char *path);
 /* Lowers g's magpie-domain ops to standard ONNX in place (export-standard.c); IR_ERR_UNSUPPORTED
  * naming every op without a standard form (g is then partly lowered: the caller writes nothing). */
 ir_status cli_export_standard(ir_graph *g, ir_diag *d);
+/* True when g's magpie-domain ops are PetPatch only, and there is one: cli_export_standard then
+ * makes it a standard ONNX plan with nothing lost but the patch's in-place write, which
+ * cli_fuse_standard_patches restores (no host copies, no fission, no training ops). */
+bool cli_plan_standard(const ir_graph *g);
+/* Turns every Where(box mask, Pad(patch), out) whose out may be overwritten in place back into
+ * PetPatch(out, patch): the inverse of cli_export_standard's lowering (export-standard.c). */
+ir_status cli_fuse_standard_patches(ir_graph *g, ir_diag *d);
 /* The sub-command named name in main.c's table, or NULL (resume parses a checkpoint's arguments
  * with optimize's). */
 const cli_cmd *cli_find_cmd(const char *name);

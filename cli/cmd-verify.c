@@ -6,7 +6,10 @@
  * rt-check.h's criterion (--rtol, --k): it passes when it is as accurate as the original's own
  * float32 run, within a factor k, or within rtol of the exact result. Integer and boolean
  * outputs must equal the original's exactly. Exit 0 when every output passes, else 3. With
- * --train the original is built as a training graph (the optimized file already is one). */
+ * --train the original is built as a training graph (the optimized file already is one).
+ * -o DIR writes the reference, the original's float64 outputs, as DIR/<output name>.npy (float64;
+ * names sanitized as `magpie run` does), so that another runtime's results can be judged by the
+ * same criterion (bench/ort_pet_plans.py). */
 #include "cli.h"
 #include "rt-check.h"
 
@@ -57,6 +60,20 @@ static void print_output(const char *name, const rt_out_check *c) {
     }
     printf("  %-32s error %.3g, original's %.3g, bound %.3g (norm %.3g)%s\n", name, c->err_opt,
            c->err_orig, c->bound, c->ref_norm, c->pass ? "" : "  MISMATCH");
+}
+
+/* -o DIR: the float64 run's outputs, each written atomically (ir_npy_write). */
+static ir_status write_reference(const char *dir, const ir_graph *g, const rt_result *r64,
+                                 ir_diag *d) {
+    ir_status st = cli_mkdirs(dir, NULL, NULL, d);
+    for (int i = 0; st == IR_OK && i < g->n_outputs && i < r64->n_outputs; i++) {
+        char base[256], path[1400];
+        cli_sanitize_name(g->values[g->outputs[i]].name, base, sizeof base);
+        snprintf(path, sizeof path, "%s/%s.npy", dir, base);
+        const ir_tensor *t = &r64->outputs[i];
+        st = ir_npy_write(path, t->dtype, &t->shape, t->data, d);
+    }
+    return st;
 }
 
 static void json_output(cli_json *j, const char *name, const rt_out_check *c) {
@@ -146,6 +163,10 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
     }
     if ((st = rt_run(gb, bb, o->n_inputs, &ro, &rb, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, p_opt);
+        goto out;
+    }
+    if (o->out_dir && (st = write_reference(o->out_dir, ga, &ra64, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, o->out_dir);
         goto out;
     }
     size_t no = (size_t)ga->n_outputs + 1;

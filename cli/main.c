@@ -163,9 +163,11 @@ static const cli_cmd cmds[] = {
                    "norm, floored at 1e-6 of the largest output of its kind (forward, gradient,\n"
                    "parameter, optimizer state). Reports the three errors and both measured\n"
                    "peaks. Exit 0 when every output passes, 3 otherwise. With --train the\n"
-                   "original is built as a training graph; the optimized file already is one.",
+                   "original is built as a training graph; the optimized file already is one.\n"
+                   "-o DIR writes the reference (the original's float64 outputs) as\n"
+                   "DIR/<output>.npy.",
         .opts = CLI_OPT_INPUT | CLI_OPT_DATA | CLI_OPT_SHAPE | CLI_OPT_SEED | CLI_OPT_JSON |
-                CLI_OPT_TRAIN | CLI_OPT_CHECK,
+                CLI_OPT_TRAIN | CLI_OPT_CHECK | CLI_OPT_OUTDIR,
         .min_pos = 2,
         .max_pos = 2,
         .run = cli_cmd_verify,

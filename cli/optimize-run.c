@@ -83,6 +83,19 @@ static ir_status reorder_nodes(ir_graph *g, const int *order, ir_diag *d) {
     return IR_OK;
 }
 
+/* Writes plan g to path: in the default ONNX domain when it needs no host memory and no fission
+ * (substitutions, PET, reordering: cli_plan_standard), so that other runtimes load it; the
+ * importer turns the lowered PET patches back into in-place PetPatch (export-standard.c). */
+static ir_status save_plan(const ir_graph *g, const char *path, ir_diag *d) {
+    if (!cli_plan_standard(g)) return ir_onnx_save(g, path, d);
+    ir_graph *std = ir_graph_clone(g);
+    if (!std) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    ir_status st = cli_export_standard(std, d);
+    if (st == IR_OK) st = ir_onnx_save(std, path, d);
+    ir_graph_free(std);
+    return st;
+}
+
 /* ---------------------------------------------------------------- progress */
 
 /* On a terminal one line rewritten in place about 4 times a second; otherwise (a log, a pipe)
@@ -191,7 +204,36 @@ static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli
  * every op of it measured, and the one a resume rebuilds from the checkpoint's snapshot. */
 #define PROFILE_ROUNDS 4
 
-static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo) {
+/* Graphs whose ops were profiled, kept for prof_retime: the PET replacements and the
+ * substitutions' children. */
+typedef struct kept_graphs {
+    const ir_graph **g;
+    int n, cap;
+} kept_graphs;
+
+/* Takes ownership of h (freed by kept_free), or frees it when out of memory. */
+static bool keep_graph(kept_graphs *k, ir_graph *h) {
+    if (k->n == k->cap) {
+        int cap = k->cap ? 2 * k->cap : 64;
+        const ir_graph **ng = realloc(k->g, sizeof *ng * (size_t)cap);
+        if (!ng) {
+            ir_graph_free(h);
+            return false;
+        }
+        k->g = ng;
+        k->cap = cap;
+    }
+    k->g[k->n++] = h;
+    return true;
+}
+
+static void kept_free(kept_graphs *k) {
+    for (int i = 0; i < k->n; i++) ir_graph_free((ir_graph *)k->g[i]);
+    free(k->g);
+    memset(k, 0, sizeof *k);
+}
+
+static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo, kept_graphs *kept) {
     ir_diag d = {{0}};
     pet_find_opts po;
     xs_pet_options(xo, &po);
@@ -201,8 +243,12 @@ static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo) {
         prof_stats before, after;
         prof_get_stats(m, &before);
         st = pet_find_candidates(g, &po, &t, &d);
-        for (int k = 0; st == IR_OK && k < t->n; k++)
+        for (int k = 0; st == IR_OK && k < t->n; k++) {
             st = prof_profile_graph(m, t->c[k].replacement, &d);
+            ir_graph *c = kept ? ir_graph_clone(t->c[k].replacement) : NULL;
+            if (kept && (!c || !keep_graph(kept, c)))
+                st = ir_diag_set(&d, IR_ERR_NOMEM, "out of memory");
+        }
         pet_table_free(t);
         prof_get_stats(m, &after);
         if (after.measured + after.failed == before.measured + before.failed) break;
@@ -223,7 +269,7 @@ static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo) {
 #define SUBST_ROUNDS 3
 #define SUBST_MAX 4096
 
-static int profile_subst(prof_model *m, const ir_graph *g) {
+static int profile_subst(prof_model *m, const ir_graph *g, kept_graphs *kept) {
     ir_diag d = {{0}};
     ir_status st = IR_OK;
     rw_rewrite *cand = malloc(sizeof *cand * SUBST_MAX);
@@ -241,17 +287,41 @@ static int profile_subst(prof_model *m, const ir_graph *g) {
             ir_graph *child = rw_apply(cur, &cand[k], NULL, NULL, &ast, &ad);
             if (!child) continue; /* an earlier one of this round changed its site */
             st = prof_profile_graph(m, child, &d);
-            ir_graph_free(cur);
+            if (!keep_graph(kept, cur)) st = ir_diag_set(&d, IR_ERR_NOMEM, "out of memory");
             cur = child;
             applied++;
         }
         if (!applied) break;
     }
     free(cand);
-    ir_graph_free(cur);
+    if (!keep_graph(kept, cur) && st == IR_OK) st = ir_diag_set(&d, IR_ERR_NOMEM, "out of memory");
     if (st == IR_OK) return CLI_EXIT_OK;
     ir_diag_prefix(&d, "substitutions");
     return cli_fail_ir(st, &d, NULL);
+}
+
+/* The new ops the substitutions and PET propose, measured (profile_subst, profile_pet), and
+ * then every op the search will compare timed again side by side (prof_retime): the model's ops
+ * were measured first, the replacements' seconds to minutes later, or in an earlier run whose
+ * entries the database kept, and on a shared machine a conv profiled at a busy moment was
+ * costed at 1.9 times what it cost in the run beside its PET mutants profiled at a quiet one
+ * (CSRNet's, predicted at 0.69 of the original and measured at 1.11; docs/BENCHMARKS.md). The
+ * PET table can change with the costs: its new ops, if any, are measured last. */
+static int profile_rewrites(prof_model *m, const ir_graph *g, cli_opt_args *a,
+                            const cli_optimize_job *job) {
+    bool subst = (a->xs.rules & XS_RULE_SUBST) != 0, pet = (a->xs.rules & XS_RULE_PET) != 0;
+    if (!prof_is_measured(m) || job->prof || (!subst && !pet)) return CLI_EXIT_OK;
+    kept_graphs kept = {0};
+    int code = CLI_EXIT_OK;
+    if (!keep_graph(&kept, ir_graph_clone(g))) code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+    if (code == CLI_EXIT_OK && subst) code = profile_subst(m, g, &kept);
+    if (code == CLI_EXIT_OK && pet) code = profile_pet(m, g, &a->xs, &kept);
+    ir_diag d = {{0}};
+    ir_status st = code == CLI_EXIT_OK ? prof_retime(m, kept.g, kept.n, &d) : IR_OK;
+    kept_free(&kept);
+    if (st != IR_OK) return cli_fail_ir(st, &d, "re-timing the profile");
+    if (code == CLI_EXIT_OK && pet) code = profile_pet(m, g, &a->xs, NULL);
+    return code;
 }
 
 int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
@@ -265,7 +335,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     xs_result r = {0};
     sched_sim eager = {0}, sim = {0}, plan_sim = {0};
     sched_memory plan_mem = {0};
-    ir_graph *g = NULL, *plan = NULL, *mat = NULL;
+    ir_graph *g = NULL, *plan = NULL, *mat = NULL, *loaded = NULL;
     int *mat_order = NULL;
     char *p_onnx = NULL, *p_sched = NULL, *p_report = NULL, *p_svg = NULL, **made = NULL;
     int n_made = 0;
@@ -292,24 +362,24 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     double t_load = ir_now_seconds() - t0;
     t0 = ir_now_seconds();
     if (!(m = open_cost(o, a, job, g, &code))) goto out;
-    if ((st = sched_simulate(g, NULL, m, &eager, &d)) != IR_OK) {
-        code = cli_fail_ir(st, &d, path);
-        goto out;
-    }
     /* The search works on the graph as the importer would read it back (constants folded:
      * a training graph's seed gradient, for one), so the plan's figures survive the round
-     * trip through optimized.onnx; the baseline stays the graph as loaded. */
+     * trip through optimized.onnx; the baseline stays the graph as loaded, simulated once its
+     * ops are costed as the search will cost them (profile_rewrites re-times them). */
+    if (!(loaded = ir_graph_clone(g))) {
+        code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
     if ((st = ir_fold_constants(g, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, path);
         goto out;
     }
     a->xs.cost = m;
-    if ((a->xs.rules & XS_RULE_SUBST) && prof_is_measured(m) && !job->prof &&
-        (code = profile_subst(m, g)) != CLI_EXIT_OK)
+    if ((code = profile_rewrites(m, g, a, job)) != CLI_EXIT_OK) goto out;
+    if ((st = sched_simulate(loaded, NULL, m, &eager, &d)) != IR_OK) {
+        code = cli_fail_ir(st, &d, path);
         goto out;
-    if ((a->xs.rules & XS_RULE_PET) && prof_is_measured(m) && !job->prof &&
-        (code = profile_pet(m, g, &a->xs)) != CLI_EXIT_OK)
-        goto out;
+    }
     double t_profile = ir_now_seconds() - t0;
     if (ck && (code = cli_ckpt_take_profile(ck, m)) != CLI_EXIT_OK) goto out;
     snprintf(device, sizeof device, "%s", prof_device(m));
@@ -395,7 +465,7 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     }
     /* the directory was made before the search; made again should it have gone since */
     if ((st = cli_mkdirs(dir, NULL, NULL, &d)) != IR_OK ||
-        (st = ir_onnx_save(best, p_onnx, &d)) != IR_OK) {
+        (st = save_plan(best, p_onnx, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, NULL);
         goto out;
     }
@@ -500,6 +570,7 @@ out:
     sched_memory_free(&plan_mem);
     ir_graph_free(plan);
     ir_graph_free(mat);
+    ir_graph_free(loaded);
     free(mat_order);
     xs_result_free(&r);
     ir_graph_free(g);

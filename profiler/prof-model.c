@@ -371,6 +371,57 @@ ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d) {
     return st;
 }
 
+/* A signature prof_retime times: where one node of it lives, and its samples. */
+typedef struct retime_item {
+    const ir_graph *g;
+    const ir_node *n;
+    uint64_t sig;
+    bool failed;
+} retime_item;
+
+ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *d) {
+    if (!m->measured || m->frozen || !m->be->time_node) return IR_OK;
+    size_t cap = 0;
+    for (int k = 0; k < n; k++) cap += (size_t)gs[k]->n_nodes;
+    int runs = m->runs;
+    retime_item *it = malloc(sizeof *it * (cap ? cap : 1));
+    double *t = malloc(sizeof *t * (cap ? cap : 1) * (size_t)runs);
+    prof_db idx;
+    prof_db_init(&idx);
+    ir_status st = it && t ? IR_OK : IR_ERR_NOMEM;
+    size_t ni = 0;
+    for (int k = 0; k < n && st == IR_OK; k++)
+        for (int i = 0; i < gs[k]->n_nodes && st == IR_OK; i++) {
+            const ir_graph *g = gs[k];
+            const ir_node *nd = &g->nodes[i];
+            size_t bytes;
+            if (prof_is_transfer(g, nd, &bytes)) continue;
+            uint64_t sig = prof_signature(g, nd);
+            if (!prof_db_find(&m->db, m->dev, sig) || prof_db_find(&idx, 0, sig)) continue;
+            prof_entry e = {.sig = sig};
+            st = prof_db_put(&idx, &e);
+            it[ni++] = (retime_item){.g = g, .n = nd, .sig = sig};
+        }
+    /* round r times every signature once: a machine growing busier or quieter weighs on all */
+    for (int r = 0; r < runs && st == IR_OK; r++)
+        for (size_t i = 0; i < ni && st == IR_OK; i++) {
+            if (it[i].failed) continue;
+            ir_diag nd = {{0}};
+            ir_status ts = m->be->time_node(m->ctx, it[i].g, it[i].n, 1, 1, &t[i * runs + r], &nd);
+            if (ts == IR_ERR_NOMEM)
+                st = ir_diag_set(d, ts, "%s", nd.msg);
+            else if (ts != IR_OK)
+                it[i].failed = true; /* keeps the entry it has */
+        }
+    for (size_t i = 0; i < ni && st == IR_OK; i++)
+        if (!it[i].failed) st = put_fresh(m, it[i].sig, prof_median(&t[i * runs], runs));
+    prof_db_clear(&idx);
+    free(it);
+    free(t);
+    if (st == IR_ERR_NOMEM && d && !d->msg[0]) ir_diag_set(d, st, "out of memory re-timing");
+    return st;
+}
+
 double prof_node_seconds(prof_model *m, const ir_graph *g, const ir_node *n) {
     size_t bytes;
     if (prof_is_transfer(g, n, &bytes)) return prof_transfer_seconds(m, bytes);

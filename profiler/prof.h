@@ -83,6 +83,14 @@ bool prof_is_measured(const prof_model *m); /* cpu / cuda */
  * time (no kernel, a failed launch) is warned about and keeps the analytic estimate; only
  * running out of memory is an error. */
 ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d);
+/* Times again every distinct signature of gs[0..n) that the database holds (the ones measured
+ * or reused by prof_profile_graph), in interleaved rounds: each of the model's runs is one
+ * sample of every signature in turn, and an entry becomes the median of its samples. The costs
+ * that a search compares (the original's ops against the replacements' that PET and the
+ * substitutions propose) are so measured side by side, in the same moments, instead of once
+ * each at different moments of a busy machine (or of earlier runs, kept by the database).
+ * A no-op for analytic models; call after profiling, before the search. */
+ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *d);
 /* Seconds one node takes on the device (from the database or the analytic model; a measured
  * model that has not seen the signature falls back to its analytic estimate). */
 double prof_node_seconds(prof_model *m, const ir_graph *g, const ir_node *n);
