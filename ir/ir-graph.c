@@ -118,61 +118,74 @@ int ir_graph_find_value(const ir_graph *g, const char *name) {
     return -1;
 }
 
+/* Room for what a rewrite adds to a clone without growing its arrays at once. */
+static int clone_cap(int n) {
+    return n + n / 16 + 16;
+}
+
+/* A clone shares what no graph writes once it exists: names, op types, attribute names and
+ * arrays (ints, floats, strings: a rewrite that changes one points the attribute at a new array),
+ * and constant blobs (by reference count). It copies what rewrites edit in place: the value and
+ * node structs, each node's input and output ids and its attribute structs (a fission rewrites a
+ * shape attribute's array pointer, pruning clears t_blob). So a clone costs a few memcpys of the
+ * graph's arrays and its arena references, not a copy of every string. */
 ir_graph *ir_graph_clone(const ir_graph *src) {
     ir_graph *g = ir_graph_new();
     if (!g) return NULL;
-    g->name = ir_arena_strdup(g->arena, src->name);
-    g->source = ir_arena_strdup(g->arena, src->source);
+    if (!ir_arena_share(g->arena, src->arena)) goto fail;
+    g->name = src->name;
+    g->source = src->source;
     g->opset = src->opset;
     g->params_listed = src->params_listed;
     g->next_node_id = src->next_node_id;
-    for (int i = 0; i < src->n_values; i++) {
-        const ir_value *sv = &src->values[i];
-        if (ir_graph_add_value(g, sv->name, sv->dtype, &sv->shape) < 0) goto fail;
-        ir_value *v = &g->values[i];
-        v->producer = sv->producer;
-        v->flags = sv->flags;
-        v->blob = ir_blob_ref(sv->blob);
-    }
+    g->cap_values = clone_cap(src->n_values);
+    g->cap_nodes = clone_cap(src->n_nodes);
+    g->cap_inputs = clone_cap(src->n_inputs);
+    g->cap_outputs = clone_cap(src->n_outputs);
+    g->values = malloc(sizeof(ir_value) * (size_t)g->cap_values);
+    g->nodes = malloc(sizeof(ir_node) * (size_t)g->cap_nodes);
+    g->inputs = malloc(sizeof(int) * (size_t)g->cap_inputs);
+    g->outputs = malloc(sizeof(int) * (size_t)g->cap_outputs);
+    if (!g->values || !g->nodes || !g->inputs || !g->outputs) goto fail;
+    if (src->n_values) memcpy(g->values, src->values, sizeof(ir_value) * (size_t)src->n_values);
+    if (src->n_nodes) memcpy(g->nodes, src->nodes, sizeof(ir_node) * (size_t)src->n_nodes);
+    if (src->n_inputs) memcpy(g->inputs, src->inputs, sizeof(int) * (size_t)src->n_inputs);
+    if (src->n_outputs) memcpy(g->outputs, src->outputs, sizeof(int) * (size_t)src->n_outputs);
+    g->n_inputs = src->n_inputs;
+    g->n_outputs = src->n_outputs;
+    /* n_values and n_nodes are set once the blobs are referenced, so a failure unrefs only
+     * what this clone holds */
+    size_t n_attrs = 0, n_ids = 0;
     for (int i = 0; i < src->n_nodes; i++) {
         const ir_node *sn = &src->nodes[i];
-        /* attributes' arrays live in src's arena: copy them into ours */
-        ir_attr *attrs = NULL;
-        if (sn->n_attrs) {
-            attrs = ir_arena_alloc(g->arena, sizeof(ir_attr) * (size_t)sn->n_attrs);
-            if (!attrs) goto fail;
-            for (int a = 0; a < sn->n_attrs; a++) {
-                const ir_attr *sa = &sn->attrs[a];
-                ir_attr *da = &attrs[a];
-                *da = *sa;
-                da->name = ir_arena_strdup(g->arena, sa->name);
-                da->s = sa->s ? ir_arena_strdup(g->arena, sa->s) : NULL;
-                if (sa->ints) {
-                    da->ints = ir_arena_alloc(g->arena, sizeof(int64_t) * (size_t)sa->n);
-                    memcpy(da->ints, sa->ints, sizeof(int64_t) * (size_t)sa->n);
-                }
-                if (sa->floats) {
-                    da->floats = ir_arena_alloc(g->arena, sizeof(float) * (size_t)sa->n);
-                    memcpy(da->floats, sa->floats, sizeof(float) * (size_t)sa->n);
-                }
-                if (sa->strings) {
-                    da->strings = ir_arena_alloc(g->arena, sizeof(char *) * (size_t)sa->n);
-                    for (int k = 0; k < sa->n; k++)
-                        da->strings[k] = ir_arena_strdup(g->arena, sa->strings[k]);
-                }
-            }
-        }
-        int idx = ir_graph_add_node(g, sn->op, sn->name, sn->n_in, sn->in, sn->n_out, sn->out,
-                                    sn->n_attrs, attrs);
-        if (idx < 0) goto fail;
-        ir_node *n = &g->nodes[idx];
-        n->id = sn->id;
-        n->op_type = ir_arena_strdup(g->arena, sn->op_type);
-        n->domain = ir_arena_strdup(g->arena, sn->domain);
+        n_attrs += (size_t)sn->n_attrs;
+        n_ids += (size_t)(sn->n_in ? sn->n_in : 1) + (size_t)(sn->n_out ? sn->n_out : 1);
     }
-    g->next_node_id = src->next_node_id;
-    for (int i = 0; i < src->n_inputs; i++) ir_graph_add_input(g, src->inputs[i]);
-    for (int i = 0; i < src->n_outputs; i++) ir_graph_add_output(g, src->outputs[i]);
+    /* one block: the attribute structs (8-byte aligned first), then the ids */
+    unsigned char *block =
+        ir_arena_alloc_private(g->arena, sizeof(ir_attr) * n_attrs + sizeof(int) * n_ids);
+    if (!block) goto fail;
+    ir_attr *attrs = (ir_attr *)block;
+    int *ids = (int *)(block + sizeof(ir_attr) * n_attrs);
+    for (int i = 0; i < src->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        const ir_node *sn = &src->nodes[i];
+        if (sn->n_attrs) {
+            memcpy(attrs, sn->attrs, sizeof(ir_attr) * (size_t)sn->n_attrs);
+            for (int a = 0; a < sn->n_attrs; a++) ir_blob_ref(attrs[a].t_blob);
+            n->attrs = attrs;
+            attrs += sn->n_attrs;
+        }
+        n->in = ids;
+        if (sn->n_in) memcpy(ids, sn->in, sizeof(int) * (size_t)sn->n_in);
+        ids += sn->n_in ? sn->n_in : 1;
+        n->out = ids;
+        if (sn->n_out) memcpy(ids, sn->out, sizeof(int) * (size_t)sn->n_out);
+        ids += sn->n_out ? sn->n_out : 1;
+    }
+    g->n_nodes = src->n_nodes;
+    for (int i = 0; i < src->n_values; i++) ir_blob_ref(g->values[i].blob);
+    g->n_values = src->n_values;
     return g;
 fail:
     ir_graph_free(g);

@@ -11,11 +11,17 @@
 
 /* ---------------------------------------------------------------- arena */
 
-/* A bump allocator freed in one call: one per graph lifetime. */
+/* A bump allocator freed in one call: one per graph lifetime (ir-arena.c: its shared and private
+ * parts). */
 ir_arena *ir_arena_new(void);
+/* Frees the private part now and drops the owner's reference to the shared part. */
 void ir_arena_free(ir_arena *a);
-void *ir_arena_alloc(ir_arena *a, size_t bytes); /* zeroed, 16-byte aligned, NULL on OOM */
+void *ir_arena_alloc(ir_arena *a, size_t bytes); /* shared part: zeroed, 16-byte aligned */
 char *ir_arena_strdup(ir_arena *a, const char *s);
+/* The private part: not zeroed, freed by ir_arena_free; NULL on OOM. */
+void *ir_arena_alloc_private(ir_arena *a, size_t bytes);
+/* dst keeps src's shared bytes (and what they point into) alive; false on OOM. */
+bool ir_arena_share(ir_arena *dst, ir_arena *src);
 
 /* ---------------------------------------------------------------- views (ir-alias.c) */
 

@@ -217,7 +217,9 @@ typedef struct ir_graph {
 
 ir_graph *ir_graph_new(void);
 void ir_graph_free(ir_graph *g); /* NULL-safe; drops blob references */
-/* Deep copy of structure; constant blobs are shared (refcount). */
+/* Copy of the structure (values, nodes, their ids and attribute structs), which the copy may
+ * edit; names, attribute arrays and constant blobs, which no graph writes, are shared with g by
+ * reference (ir-arena.c), so g may be freed first. */
 ir_graph *ir_graph_clone(const ir_graph *g);
 
 /* Arena-backed helpers: the returned memory lives as long as the graph. */

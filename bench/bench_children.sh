@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# bench_children.sh - the explorer on large training graphs: states per second of this build
+# against a control build (another commit, built apart), side by side and alternating, and the
+# scaling of --threads 2 over --threads 1 against the control ratio (two independent 1-thread
+# searches running at once: what two searches get from this machine at all), on the
+# GPT-Neo-1.3B-shaped GPT (bench/gen_gpt_neo_shape.py, --shape batch=8) and on BERT-base
+# (tests/fixtures/structure/bert_base_s512_b8.onnx). Each row gives the load average when it
+# started. docs/BENCHMARKS.md has the figures.
+#   bench/bench_children.sh speed NEW_MAGPIE CTRL_MAGPIE [SECONDS] [REPS]
+#   bench/bench_children.sh threads MAGPIE [SECONDS] [REPS]
+#   bench/bench_children.sh same NEW_MAGPIE CTRL_MAGPIE [MAX_STATES]   (identical plans)
+#   bench/bench_children.sh cpu NEW_MAGPIE CTRL_MAGPIE [MAX_STATES] [REPS]
+# cpu: the CPU seconds (user + sys) the search of MAX_STATES states costs, with --threads 1 and
+# the same deterministic work in both builds: a run of MAX_STATES less one of 1 state (the
+# start: import, autodiff, F-Tree, the start order). The machine's load stretches wall time but
+# hardly the CPU time of a given piece of work, so this ratio holds under load as states/s does
+# not.
+# GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gpt=${GPT:-out/bench/gpt_neo_1p3b.onnx}
+bert=tests/fixtures/structure/bert_base_s512_b8.onnx
+[ -f "$gpt" ] || /usr/bin/python3 bench/gen_gpt_neo_shape.py "$gpt" >&2
+# the same graph with its batch 8 in the file, for the comparisons with a control build that
+# fails after the search on a symbolic batch (main at 22b5c67)
+gpt8=${gpt%.onnx}_b8.onnx
+[ -f "$gpt8" ] || /usr/bin/python3 bench/gen_gpt_neo_shape.py --bind8 "$gpt" "$gpt8" >&2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+args_of() { # model key -> optimize arguments
+  case $1 in
+  gpt) echo "$gpt --shape batch=8" ;;
+  gpt8) echo "$gpt8" ;;
+  bert) echo "$bert" ;;
+  esac
+}
+common=(--train --lat-limit 1.10 --seed 1 --quiet --json)
+load() { cut -d' ' -f1 /proc/loadavg; }
+# states/s, states explored, best peak ratio of a report
+figures() {
+  /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("%.1f %d %.4f %s" % (r["states_per_second"], r["states_explored"], r["peak_ratio"],
+                           r["best_fingerprint"]))' "$1"
+}
+run() { # out bin model threads secs [extra...]
+  local out=$1 bin=$2 model=$3 threads=$4 secs=$5
+  shift 5
+  # shellcheck disable=SC2046
+  "$bin" optimize $(args_of "$model") "${common[@]}" --threads "$threads" --time "$secs" \
+    -o "$work/o.$RANDOM" "$@" >"$out" 2>/dev/null || true
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+mode=${1:?speed, threads or same}
+shift
+case $mode in
+speed)
+  new=$1 ctl=$2 secs=${3:-20} reps=${4:-3}
+  for model in gpt8 bert; do
+    : >"$work/r.new" && : >"$work/r.ctl"
+    for rep in $(seq 1 "$reps"); do
+      l=$(load)
+      run "$work/n.json" "$new" $model 1 "$secs"
+      run "$work/c.json" "$ctl" $model 1 "$secs"
+      read -r n _ np _ <<<"$(figures "$work/n.json")"
+      read -r c _ cp _ <<<"$(figures "$work/c.json")"
+      echo "$n" >>"$work/r.new" && echo "$c" >>"$work/r.ctl"
+      printf "%-5s rep %d load %5s  new %7.1f st/s (peak %.3f)  control %7.1f st/s (peak %.3f)\n" \
+        $model "$rep" "$l" "$n" "$np" "$c" "$cp"
+    done
+    mn=$(median <"$work/r.new") mc=$(median <"$work/r.ctl")
+    printf "%-5s median new %.1f control %.1f ratio %.2f\n" $model "$mn" "$mc" \
+      "$(awk -v a="$mn" -v b="$mc" 'BEGIN {print a / b}')"
+  done
+  ;;
+threads)
+  bin=$1 secs=${2:-20} reps=${3:-3}
+  for model in gpt bert; do
+    : >"$work/r.q"
+    for rep in $(seq 1 "$reps"); do
+      l=$(load)
+      run "$work/one.json" "$bin" $model 1 "$secs"
+      run "$work/c1.json" "$bin" $model 1 "$secs" &
+      run "$work/c2.json" "$bin" $model 1 "$secs" &
+      wait
+      run "$work/two.json" "$bin" $model 2 "$secs"
+      read -r s1 _ _ _ <<<"$(figures "$work/one.json")"
+      read -r a _ _ _ <<<"$(figures "$work/c1.json")"
+      read -r b _ _ _ <<<"$(figures "$work/c2.json")"
+      read -r s2 _ _ _ <<<"$(figures "$work/two.json")"
+      q=$(awk -v s1="$s1" -v s2="$s2" -v a="$a" -v b="$b" \
+        'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')
+      read -r tr cr of <<<"$q"
+      echo "$of" >>"$work/r.q"
+      printf "%-5s rep %d load %5s  1t %6.1f  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s\n" \
+        $model "$rep" "$l" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of"
+    done
+    printf "%-5s median of control %s\n" $model "$(median <"$work/r.q")"
+  done
+  ;;
+same)
+  new=$1 ctl=$2 k=${3:-200}
+  for model in gpt8 bert; do
+    run "$work/n.json" "$new" $model 1 600 --max-states "$k"
+    run "$work/c.json" "$ctl" $model 1 600 --max-states "$k"
+    fn=$(figures "$work/n.json" | cut -d' ' -f2-) fc=$(figures "$work/c.json" | cut -d' ' -f2-)
+    printf "%-5s new: %s  control: %s  %s\n" $model "$fn" "$fc" \
+      "$([ "$fn" = "$fc" ] && echo identical || echo DIFFERENT)"
+  done
+  ;;
+cpu)
+  new=$1 ctl=$2 k=${3:-200} reps=${4:-3}
+  cpus() { # bin model states -> CPU seconds of the whole run
+    /usr/bin/time -f "%U %S" -o "$work/t" "$1" optimize $(args_of "$2") "${common[@]}" \
+      --threads 1 --time 600 --max-states "$3" -o "$work/o.$RANDOM" >/dev/null 2>&1 || true
+    tail -n 1 "$work/t" | awk '{print $1 + $2}'
+  }
+  for model in gpt8 bert; do
+    : >"$work/r.new" && : >"$work/r.ctl"
+    for rep in $(seq 1 "$reps"); do
+      l=$(load)
+      n=$(awk -v a="$(cpus "$new" $model "$k")" -v b="$(cpus "$new" $model 1)" 'BEGIN {print a - b}')
+      c=$(awk -v a="$(cpus "$ctl" $model "$k")" -v b="$(cpus "$ctl" $model 1)" 'BEGIN {print a - b}')
+      echo "$n" >>"$work/r.new" && echo "$c" >>"$work/r.ctl"
+      printf "%-5s rep %d load %5s  %d states: new %6.2f cpu-s (%6.1f st/cpu-s)  control %6.2f cpu-s (%6.1f st/cpu-s)\n" \
+        $model "$rep" "$l" "$k" "$n" "$(awk -v n="$n" -v k="$k" 'BEGIN {print (k - 1) / n}')" \
+        "$c" "$(awk -v n="$c" -v k="$k" 'BEGIN {print (k - 1) / n}')"
+    done
+    mn=$(median <"$work/r.new") mc=$(median <"$work/r.ctl")
+    printf "%-5s median new %.2f cpu-s control %.2f cpu-s: %.2fx the states per cpu-second\n" \
+      $model "$mn" "$mc" "$(awk -v a="$mn" -v b="$mc" 'BEGIN {print b / a}')"
+  done
+  ;;
+*)
+  echo "usage: $0 speed|threads|same|cpu ..." >&2
+  exit 2
+  ;;
+esac
