@@ -136,6 +136,10 @@ IR_DEF_SAT(i64, int64_t, INT64_MIN, INT64_MAX)
 IR_DEF_SAT(i32, int32_t, INT32_MIN, INT32_MAX)
 IR_DEF_SAT(i8, int8_t, INT8_MIN, INT8_MAX)
 IR_DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
+IR_DEF_SAT(i16, int16_t, INT16_MIN, INT16_MAX)
+IR_DEF_SAT(u16, uint16_t, 0, UINT16_MAX)
+IR_DEF_SAT(u32, uint32_t, 0, UINT32_MAX)
+IR_DEF_SAT(u64, uint64_t, 0, UINT64_MAX)
 #undef IR_DEF_SAT
 
 /* Writes an int64 into element i of a buffer of dtype t without a round trip through double, so
