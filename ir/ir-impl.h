@@ -294,6 +294,13 @@ typedef struct ir_resize_tab {
     double *w64;
 } ir_resize_tab;
 size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t);
+/* Cubic, and linear or cubic with antialias, have no two-tap table: they run as separable
+ * filters (ops-resize.c), forward or adjoint (ResizeGrad), float32 and float64, in a workspace of
+ * ir_resize_filter_bytes(X's shape, Y's shape, t). */
+bool ir_resize_filtered(const ir_graph *g, const ir_node *n);
+size_t ir_resize_filter_bytes(const ir_shape *is, const ir_shape *os, ir_dtype t);
+ir_status ir_resize_filter_run(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                               const void *src, void *dst, bool adjoint);
 ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
                              ir_resize_tab *t);
 
