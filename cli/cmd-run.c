@@ -197,9 +197,8 @@ static void print_result(const run_ctx *c, const rt_result *r, const out_file *f
             cli_json_kv_str(&j, "name", g->values[g->outputs[i]].name);
             cli_json_kv_str(&j, "file", f[i].final);
             cli_json_kv_str(&j, "dtype", ir_dtype_name(t->dtype));
-            /* numpy has no bfloat16: such outputs are written exactly as float32 */
-            cli_json_kv_str(&j, "file_dtype",
-                            ir_dtype_name(t->dtype == IR_BF16 ? IR_F32 : t->dtype));
+            /* numpy has no bfloat16: such outputs are written as ml_dtypes saves them ('<V2') */
+            cli_json_kv_str(&j, "file_dtype", ir_dtype_name(t->dtype));
             cli_json_key(&j, "shape");
             cli_json_shape(&j, &t->shape);
             cli_json_obj_end(&j);
@@ -219,7 +218,8 @@ static void print_result(const run_ctx *c, const rt_result *r, const out_file *f
         const ir_tensor *t = &r->outputs[i];
         printf("  %-24s %-8s %-16s -> %s%s\n", g->values[g->outputs[i]].name,
                ir_dtype_name(t->dtype), ir_shape_str(&t->shape, sh, sizeof sh), f[i].final,
-               t->dtype == IR_BF16 ? " (bfloat16 values, stored as float32: numpy has no bfloat16)"
+               t->dtype == IR_BF16 ? " (bfloat16 bits, descr '<V2' as ml_dtypes saves them: "
+                                     "np.load(f).view(ml_dtypes.bfloat16))"
                                    : "");
     }
 }

@@ -117,6 +117,10 @@ const char *et_dtype(ir_dtype t) {
     case IR_I32: return "torch.int32";
     case IR_I8: return "torch.int8";
     case IR_U8: return "torch.uint8";
+    case IR_I16: return "torch.int16";
+    case IR_U16: return "torch.uint16";
+    case IR_U32: return "torch.uint32";
+    case IR_U64: return "torch.uint64";
     case IR_BOOL: return "torch.bool";
     default: return "None";
     }

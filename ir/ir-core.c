@@ -68,6 +68,8 @@ static const struct {
     [IR_F32] = {"float32", 4, 1},  [IR_F16] = {"float16", 2, 10}, [IR_BF16] = {"bfloat16", 2, 16},
     [IR_F64] = {"float64", 8, 11}, [IR_I64] = {"int64", 8, 7},    [IR_I32] = {"int32", 4, 6},
     [IR_I8] = {"int8", 1, 3},      [IR_U8] = {"uint8", 1, 2},     [IR_BOOL] = {"bool", 1, 9},
+    [IR_I16] = {"int16", 2, 5},    [IR_U16] = {"uint16", 2, 4},   [IR_U32] = {"uint32", 4, 12},
+    [IR_U64] = {"uint64", 8, 13},
 };
 
 size_t ir_dtype_size(ir_dtype t) {
@@ -157,6 +159,10 @@ double ir_load_f64(const void *buf, ir_dtype t, int64_t i) {
     case IR_I32: return ((const int32_t *)buf)[i];
     case IR_I8: return ((const int8_t *)buf)[i];
     case IR_U8: return ((const uint8_t *)buf)[i];
+    case IR_I16: return ((const int16_t *)buf)[i];
+    case IR_U16: return ((const uint16_t *)buf)[i];
+    case IR_U32: return ((const uint32_t *)buf)[i];
+    case IR_U64: return (double)((const uint64_t *)buf)[i];
     case IR_BOOL: return ((const uint8_t *)buf)[i] != 0;
     default: return 0;
     }
@@ -168,6 +174,10 @@ int64_t ir_load_i64(const void *buf, ir_dtype t, int64_t i) {
     case IR_I32: return ((const int32_t *)buf)[i];
     case IR_I8: return ((const int8_t *)buf)[i];
     case IR_U8: return ((const uint8_t *)buf)[i];
+    case IR_I16: return ((const int16_t *)buf)[i];
+    case IR_U16: return ((const uint16_t *)buf)[i];
+    case IR_U32: return ((const uint32_t *)buf)[i];
+    case IR_U64: return (int64_t)((const uint64_t *)buf)[i]; /* wraps above INT64_MAX */
     case IR_BOOL: return ((const uint8_t *)buf)[i] != 0;
     default: return (int64_t)ir_load_f64(buf, t, i);
     }
@@ -184,6 +194,13 @@ void ir_store_f64(void *buf, ir_dtype t, int64_t i, double v) {
     case IR_I32: ((int32_t *)buf)[i] = (int32_t)ir_sat_i64(v); break;
     case IR_I8: ((int8_t *)buf)[i] = (int8_t)ir_sat_i64(v); break;
     case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)ir_sat_i64(v); break;
+    case IR_I16: ((int16_t *)buf)[i] = (int16_t)ir_sat_i64(v); break;
+    case IR_U16: ((uint16_t *)buf)[i] = (uint16_t)ir_sat_i64(v); break;
+    case IR_U32: ((uint32_t *)buf)[i] = (uint32_t)ir_sat_i64(v); break;
+    case IR_U64: /* values at or above 2^63 do not fit int64 */
+        ((uint64_t *)buf)[i] =
+            v >= 0x1p63 ? (v < 0x1p64 ? (uint64_t)v : UINT64_MAX) : (uint64_t)ir_sat_i64(v);
+        break;
     case IR_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
     default: break;
     }

@@ -142,6 +142,10 @@ IR_DEF_SAT(i64, int64_t, INT64_MIN, INT64_MAX)
 IR_DEF_SAT(i32, int32_t, INT32_MIN, INT32_MAX)
 IR_DEF_SAT(i8, int8_t, INT8_MIN, INT8_MAX)
 IR_DEF_SAT(u8, uint8_t, 0, UINT8_MAX)
+IR_DEF_SAT(i16, int16_t, INT16_MIN, INT16_MAX)
+IR_DEF_SAT(u16, uint16_t, 0, UINT16_MAX)
+IR_DEF_SAT(u32, uint32_t, 0, UINT32_MAX)
+IR_DEF_SAT(u64, uint64_t, 0, UINT64_MAX)
 #undef IR_DEF_SAT
 
 /* Writes an int64 into element i of a buffer of dtype t without a round trip through double, so
@@ -296,6 +300,13 @@ typedef struct ir_resize_tab {
     double *w64;
 } ir_resize_tab;
 size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t);
+/* Cubic, and linear or cubic with antialias, have no two-tap table: they run as separable
+ * filters (ops-resize.c), forward or adjoint (ResizeGrad), float32 and float64, in a workspace of
+ * ir_resize_filter_bytes(X's shape, Y's shape, t). */
+bool ir_resize_filtered(const ir_graph *g, const ir_node *n);
+size_t ir_resize_filter_bytes(const ir_shape *is, const ir_shape *os, ir_dtype t);
+ir_status ir_resize_filter_run(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                               const void *src, void *dst, bool adjoint);
 ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
                              ir_resize_tab *t);
 

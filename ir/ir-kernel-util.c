@@ -85,6 +85,10 @@ void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v) {
     case IR_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case IR_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
     case IR_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case IR_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case IR_U16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case IR_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    case IR_U64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
     case IR_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
     default: ir_store_f64(buf, t, i, (double)v); break;
     }

@@ -5,7 +5,9 @@
  * dict literal; it is parsed as one (keys in any order, any spacing, trailing commas).
  * Writing reproduces numpy's bytes (sorted keys, the spare "growth" spaces numpy >= 1.24
  * adds after the shape, padding to 64 bytes) so files diff cleanly against numpy's. bfloat16
- * has no numpy dtype: it is written as float32 ('<f4'), exactly (every bf16 is an f32).
+ * has no numpy dtype: it is written as ml_dtypes' np.save writes its bfloat16 arrays, the raw
+ * 2-byte patterns with descr '<V2' (np.load(f).view(ml_dtypes.bfloat16) gives the values), and
+ * '<V2' reads back as bfloat16.
  * Writes are atomic (ir_write_atomic_with): PATH.tmp.<pid>, fsync, rename; on failure no file
  * is left.
  * Every message starts with the file path. */
@@ -30,18 +32,33 @@
 static ir_dtype descr_dtype(char kind, int size) {
     switch (kind) {
     case 'f': return size == 4 ? IR_F32 : size == 8 ? IR_F64 : size == 2 ? IR_F16 : IR_DTYPE_NONE;
-    case 'i': return size == 8 ? IR_I64 : size == 4 ? IR_I32 : size == 1 ? IR_I8 : IR_DTYPE_NONE;
-    case 'u': return size == 1 ? IR_U8 : IR_DTYPE_NONE;
+    case 'i':
+        return size == 8   ? IR_I64
+               : size == 4 ? IR_I32
+               : size == 2 ? IR_I16
+               : size == 1 ? IR_I8
+                           : IR_DTYPE_NONE;
+    case 'u':
+        return size == 1   ? IR_U8
+               : size == 2 ? IR_U16
+               : size == 4 ? IR_U32
+               : size == 8 ? IR_U64
+                           : IR_DTYPE_NONE;
+    case 'V': return size == 2 ? IR_BF16 : IR_DTYPE_NONE; /* ml_dtypes' bfloat16 */
     case 'b': return size == 1 ? IR_BOOL : IR_DTYPE_NONE;
     default: return IR_DTYPE_NONE;
     }
 }
 
-/* The descr numpy writes for dtype t (bf16 is written as float32). */
+/* The descr numpy writes for dtype t (bf16: ml_dtypes' '<V2'). */
 static const char *dtype_descr(ir_dtype t) {
     switch (t) {
-    case IR_F32:
-    case IR_BF16: return "<f4";
+    case IR_F32: return "<f4";
+    case IR_BF16: return "<V2";
+    case IR_I16: return "<i2";
+    case IR_U16: return "<u2";
+    case IR_U32: return "<u4";
+    case IR_U64: return "<u8";
     case IR_F16: return "<f2";
     case IR_F64: return "<f8";
     case IR_I64: return "<i8";
@@ -369,16 +386,7 @@ typedef struct npy_out {
 static int npy_emit(int fd, void *ctx) {
     const npy_out *o = ctx;
     int err = ir_write_all(fd, o->hdr, o->hn);
-    if (!err && o->dtype == IR_BF16) {
-        /* Widen in chunks: no allocation proportional to the tensor. */
-        float chunk[1024];
-        const uint16_t *src = o->data;
-        for (int64_t i = 0; !err && i < o->numel; i += 1024) {
-            int64_t m = o->numel - i < 1024 ? o->numel - i : 1024;
-            for (int64_t k = 0; k < m; k++) chunk[k] = ir_bf16_to_f32(src[i + k]);
-            err = ir_write_all(fd, chunk, sizeof(float) * (size_t)m);
-        }
-    } else if (!err && o->numel > 0) {
+    if (!err && o->numel > 0) {
         err = ir_write_all(fd, o->data, (size_t)o->numel * ir_dtype_size(o->dtype));
     }
     return err;

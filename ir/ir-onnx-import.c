@@ -12,6 +12,7 @@
  * message is freed in one call). */
 #include "ir-expand-attn.h"
 #include "ir-fold.h"
+#include "ir-onnx-functions.h"
 #include "ir-onnx.h"
 
 #include <errno.h>
@@ -754,6 +755,7 @@ ir_graph *ir_onnx_load_buffer(const void *buf, size_t len, const char *name,
     static const ir_import_opts defaults = {0};
     importer im = {.file = name ? name : "<buffer>", .opts = opts ? opts : &defaults, .d = d};
     Onnx__ModelProto *mp = NULL;
+    ir_onnx_fn_expansion fx = {0};
     ir_status st = IR_OK;
     if (d) d->msg[0] = 0;
     if (len == 0) {
@@ -765,6 +767,7 @@ ir_graph *ir_onnx_load_buffer(const void *buf, size_t len, const char *name,
         st = ir_diag_set(d, IR_ERR_PARSE, "not an ONNX model (protobuf parse failed)");
         goto out;
     }
+    if ((st = ir_onnx_functions_expand(mp, &fx, d)) != IR_OK) goto out;
     im.mp = mp;
     if (!(im.g = ir_graph_new())) {
         st = nomem(&im);
@@ -776,7 +779,10 @@ ir_graph *ir_onnx_load_buffer(const void *buf, size_t len, const char *name,
     }
     st = import_model(&im);
 out:
-    if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+    if (mp) {
+        ir_onnx_functions_restore(mp, &fx);
+        onnx__model_proto__free_unpacked(mp, NULL);
+    }
     map_free(&im.values);
     map_free(&im.infos);
     free(im.folded_init);

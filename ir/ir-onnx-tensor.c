@@ -2,8 +2,8 @@
  *
  * Blobs hold tensors in the host's byte order, which raw_data shares only on little-endian
  * hosts: magpie supports those alone (checked at compile time below). The typed fields follow
- * the ONNX spec: int32_data also carries int8/uint8/bool and the bit patterns of
- * float16/bfloat16. */
+ * the ONNX spec: int32_data also carries int8/uint8/int16/uint16/bool and the bit patterns of
+ * float16/bfloat16; uint64_data carries uint32/uint64. */
 #include "ir-onnx.h"
 
 #include <stdio.h>
@@ -58,6 +58,8 @@ static size_t typed_count(const Onnx__TensorProto *t, ir_dtype dt) {
     case IR_F32: return t->n_float_data;
     case IR_F64: return t->n_double_data;
     case IR_I64: return t->n_int64_data;
+    case IR_U32:
+    case IR_U64: return t->n_uint64_data;
     default: return t->n_int32_data;
     }
 }
@@ -73,8 +75,16 @@ static void decode_typed(const Onnx__TensorProto *t, ir_dtype dt, size_t n, void
     case IR_I32: memcpy(dst, t->int32_data, n * sizeof(int32_t)); break;
     case IR_F16:
     case IR_BF16:
+    case IR_U16:
         for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)t->int32_data[i];
         break;
+    case IR_I16:
+        for (size_t i = 0; i < n; i++) ((int16_t *)dst)[i] = (int16_t)t->int32_data[i];
+        break;
+    case IR_U32:
+        for (size_t i = 0; i < n; i++) ((uint32_t *)dst)[i] = (uint32_t)t->uint64_data[i];
+        break;
+    case IR_U64: memcpy(dst, t->uint64_data, n * sizeof(uint64_t)); break;
     case IR_BOOL:
         for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = t->int32_data[i] != 0;
         break;

@@ -72,6 +72,11 @@ typedef enum ir_dtype {
     IR_I8,
     IR_U8,
     IR_BOOL,
+    /* appended after the first nine, so that checkpoints keep their dtype numbers */
+    IR_I16,
+    IR_U16,
+    IR_U32,
+    IR_U64,
     IR_DTYPE_COUNT,
     IR_DTYPE_NONE = -1,
 } ir_dtype;

@@ -7,9 +7,13 @@
  * become a short odometer over rows around one contiguous inner loop whose per-operand stride is
  * 0 or 1. Inner loops are generated per (op, dtype) so that the compiler vectorizes them.
  *
- * Semantics (ONNX opsets 13-17):
+ * Dtypes: float32/float64, float16/bfloat16 (computed in float32, rounded once on the store, as
+ * onnxruntime's CPU kernels do), the signed and unsigned integers of 8 to 64 bits; And/Or/Xor
+ * bool; Equal bool too.
+ *
+ * Semantics (ONNX opsets 13-23):
  *  - integer Div truncates toward zero; integer Mod with fmod=0 takes the sign of the divisor
- *    (Python), fmod=1 the sign of the dividend (C); float Mod requires fmod=1;
+ *    (Python), fmod=1 the sign of the dividend (C); float Mod requires fmod=1 (ONNX's rule);
  *  - an integer divisor of zero is IR_ERR_INVALID (checked before computing); INT_MIN / -1 and
  *    integer Add/Sub/Mul overflow wrap instead of trapping;
  *  - Min/Max propagate NaN;
@@ -144,21 +148,28 @@ static void ew_run(const ir_tensor *out, int nops, const ir_tensor *const *ops, 
 
 /* ---------------------------------------------------------------- scalar semantics */
 
-/* Integer arithmetic wraps (through unsigned) rather than invoking undefined behaviour. */
+/* Integer arithmetic wraps (through unsigned) rather than invoking undefined behaviour; 8- and
+ * 16-bit operands would promote to int, whose product of two uint16 can overflow, so they go
+ * through uint32 too. */
 #define WRAP_OP(x, y, OP)                                                                          \
     _Generic((x), int64_t                                                                          \
              : (int64_t)((uint64_t)(x)OP(uint64_t)(y)), int32_t                                    \
-             : (int32_t)((uint32_t)(x)OP(uint32_t)(y)), default                                    \
+             : (int32_t)((uint32_t)(x)OP(uint32_t)(y)), int16_t                                    \
+             : (int16_t)((uint32_t)(x)OP(uint32_t)(y)), uint16_t                                   \
+             : (uint16_t)((uint32_t)(x)OP(uint32_t)(y)), int8_t                                    \
+             : (int8_t)((uint32_t)(x)OP(uint32_t)(y)), uint8_t                                     \
+             : (uint8_t)((uint32_t)(x)OP(uint32_t)(y)), default                                    \
              : (x)OP(y))
 
+/* UT: the unsigned type the arithmetic wraps in (at least 32 bits, see WRAP_OP). */
 #define DEF_INT_HELPERS(tag, T, UT)                                                                \
     static inline T div_##tag(T x, T y) {                                                          \
         if (y == 0) return 0; /* rejected before the kernel runs; never trap */                    \
         if (y == -1) return (T)(0u - (UT)x);                                                       \
-        return x / y;                                                                              \
+        return (T)(x / y);                                                                         \
     }                                                                                              \
     static inline T cmod_##tag(T x, T y) {                                                         \
-        return (y == 0 || y == -1) ? 0 : x % y;                                                    \
+        return (y == 0 || y == -1) ? 0 : (T)(x % y);                                               \
     }                                                                                              \
     static inline T pymod_##tag(T x, T y) {                                                        \
         T r = cmod_##tag(x, y);                                                                    \
@@ -173,6 +184,27 @@ static void ew_run(const ir_tensor *out, int nops, const ir_tensor *const *ops, 
     }
 DEF_INT_HELPERS(i64, int64_t, uint64_t)
 DEF_INT_HELPERS(i32, int32_t, uint32_t)
+DEF_INT_HELPERS(i16, int16_t, uint32_t)
+DEF_INT_HELPERS(i8, int8_t, uint32_t)
+
+/* Unsigned: no negative divisor, so both Mods are C's remainder. */
+#define DEF_UINT_HELPERS(tag, T, UT)                                                               \
+    static inline T div_##tag(T x, T y) {                                                          \
+        return y == 0 ? 0 : (T)(x / y);                                                            \
+    }                                                                                              \
+    static inline T cmod_##tag(T x, T y) {                                                         \
+        return y == 0 ? 0 : (T)(x % y);                                                            \
+    }                                                                                              \
+    static inline T pow_##tag(T x, T y) {                                                          \
+        UT r = 1, b = (UT)x;                                                                       \
+        for (; y; y >>= 1, b *= b)                                                                 \
+            if (y & 1) r *= b;                                                                     \
+        return (T)r;                                                                               \
+    }
+DEF_UINT_HELPERS(u64, uint64_t, uint64_t)
+DEF_UINT_HELPERS(u32, uint32_t, uint32_t)
+DEF_UINT_HELPERS(u16, uint16_t, uint32_t)
+DEF_UINT_HELPERS(u8, uint8_t, uint32_t)
 
 static inline int isnan_f(float x) {
     return isnan(x);
@@ -185,13 +217,28 @@ static inline int isnan_never(int64_t x) {
 }
 #define ISNANX(x) _Generic((x), float : isnan_f, double : isnan_d, default : isnan_never)(x)
 
-#define DIVX(x, y)                                                                                 \
-    _Generic((x), int64_t : div_i64, int32_t : div_i32, float : fdiv_f, default : fdiv_d)(x, y)
-#define CMODX(x, y)                                                                                \
-    _Generic((x), int64_t : cmod_i64, int32_t : cmod_i32, float : fmodf, default : fmod)(x, y)
-#define PYMODX(x, y) _Generic((x), int64_t : pymod_i64, default : pymod_i32)(x, y)
-#define POWX(x, y)                                                                                 \
-    _Generic((x), int64_t : pow_i64, int32_t : pow_i32, float : pow_f, default : pow_d)(x, y)
+#define INT_GENERIC(x, fn)                                                                         \
+    int64_t:                                                                                       \
+    fn##_i64, int32_t : fn##_i32,                                                                  \
+                        int16_t : fn##_i16,                                                        \
+                                  int8_t : fn##_i8,                                                \
+                                           uint64_t : fn##_u64,                                    \
+                                                      uint32_t : fn##_u32,                         \
+                                                                 uint16_t : fn##_u16,              \
+                                                                            uint8_t : fn##_u8
+#define DIVX(x, y) _Generic((x), INT_GENERIC(x, div), float : fdiv_f, default : fdiv_d)(x, y)
+#define CMODX(x, y) _Generic((x), INT_GENERIC(x, cmod), float : fmodf, default : fmod)(x, y)
+#define PYMODX(x, y)                                                                               \
+    _Generic((x), int64_t                                                                          \
+             : pymod_i64, int32_t                                                                  \
+             : pymod_i32, int16_t                                                                  \
+             : pymod_i16, int8_t                                                                   \
+             : pymod_i8, uint64_t                                                                  \
+             : cmod_u64, uint32_t                                                                  \
+             : cmod_u32, uint16_t                                                                  \
+             : cmod_u16, default                                                                   \
+             : cmod_u8)(x, y)
+#define POWX(x, y) _Generic((x), INT_GENERIC(x, pow), float : pow_f, default : pow_d)(x, y)
 /* Squaring is what exported LayerNorms and MSE losses do with Pow: x*x is the same correctly
  * rounded result as pow(x, 2) without the libm call. */
 static inline float pow_f(float x, float y) {
@@ -211,8 +258,10 @@ static inline double fdiv_d(double x, double y) {
 
 /* ---------------------------------------------------------------- generated inner loops */
 
-/* One inner loop per stride combination, so that each is a plain vectorizable loop. */
-#define BIN_ROW(fname, T, TO, EXPR)                                                                \
+/* One inner loop per stride combination, so that each is a plain vectorizable loop. Elements of
+ * storage type T load as TC (LD) and the result is stored as TO (ST): float16 and bfloat16 load
+ * to float32, compute there and round once on the store, as onnxruntime's CPU kernels do. */
+#define BIN_ROWX(fname, T, TC, TO, LD, ST, EXPR)                                                   \
     static void fname(char *o_, const char *const *p, const int64_t *s, int64_t n, int64_t rows,   \
                       const int64_t *os) {                                                         \
         TO *o = (TO *)o_;                                                                          \
@@ -220,44 +269,64 @@ static inline double fdiv_d(double x, double y) {
         for (int64_t r = 0; r < rows; r++, o += n, a += os[0], b += os[1]) {                       \
             if (s[0] && s[1]) {                                                                    \
                 IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
-                    T x = a[i], y = b[i];                                                          \
-                    o[i] = (TO)(EXPR);                                                             \
+                    TC x = LD(a[i]), y = LD(b[i]);                                                 \
+                    o[i] = ST(EXPR);                                                               \
                 }                                                                                  \
             } else if (s[0]) {                                                                     \
-                const T y = b[0];                                                                  \
+                const TC y = LD(b[0]);                                                             \
                 IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
-                    T x = a[i];                                                                    \
-                    o[i] = (TO)(EXPR);                                                             \
+                    TC x = LD(a[i]);                                                               \
+                    o[i] = ST(EXPR);                                                               \
                 }                                                                                  \
             } else if (s[1]) {                                                                     \
-                const T x = a[0];                                                                  \
+                const TC x = LD(a[0]);                                                             \
                 IR_SIMD for (int64_t i = 0; i < n; i++) {                                          \
-                    T y = b[i];                                                                    \
-                    o[i] = (TO)(EXPR);                                                             \
+                    TC y = LD(b[i]);                                                               \
+                    o[i] = ST(EXPR);                                                               \
                 }                                                                                  \
             } else {                                                                               \
-                const T x = a[0], y = b[0];                                                        \
-                const TO v = (TO)(EXPR);                                                           \
+                const TC x = LD(a[0]), y = LD(b[0]);                                               \
+                const TO v = ST(EXPR);                                                             \
                 IR_SIMD for (int64_t i = 0; i < n; i++) o[i] = v;                                  \
             }                                                                                      \
         }                                                                                          \
     }
+#define LD_SAME(v) (v)
+#define BIN_ROW(fname, T, TO, EXPR) BIN_ROWX(fname, T, T, TO, LD_SAME, (TO), EXPR)
+#define ST_F16(v) ir_f32_to_f16((float)(v))
+#define ST_BF16(v) ir_f32_to_bf16((float)(v))
 
-/* NUM: f32 f64 i64 i32 with the input dtype out; CMP: the same dtypes with bool out. */
+/* NUM: every numeric dtype with the input dtype out; CMP: the same dtypes with bool out. */
 #define BIN_NUM(op, EXPR)                                                                          \
     BIN_ROW(row_##op##_f32, float, float, EXPR)                                                    \
     BIN_ROW(row_##op##_f64, double, double, EXPR)                                                  \
-    BIN_ROW(row_##op##_i64, int64_t, int64_t, EXPR)                                                \
-    BIN_ROW(row_##op##_i32, int32_t, int32_t, EXPR)
+    BIN_ROWX(row_##op##_f16, uint16_t, float, uint16_t, ir_f16_to_f32, ST_F16, EXPR)               \
+    BIN_ROWX(row_##op##_bf16, uint16_t, float, uint16_t, ir_bf16_to_f32, ST_BF16, EXPR)            \
+    BIN_INT_ROWS(op, EXPR, int64_t, int32_t, int16_t, int8_t, uint64_t, uint32_t, uint16_t, uint8_t)
 #define BIN_CMP(op, EXPR)                                                                          \
     BIN_ROW(row_##op##_f32, float, uint8_t, EXPR)                                                  \
     BIN_ROW(row_##op##_f64, double, uint8_t, EXPR)                                                 \
-    BIN_ROW(row_##op##_i64, int64_t, uint8_t, EXPR)                                                \
-    BIN_ROW(row_##op##_i32, int32_t, uint8_t, EXPR)
+    BIN_ROWX(row_##op##_f16, uint16_t, float, uint8_t, ir_f16_to_f32, (uint8_t), EXPR)             \
+    BIN_ROWX(row_##op##_bf16, uint16_t, float, uint8_t, ir_bf16_to_f32, (uint8_t), EXPR)           \
+    BIN_INT_ROWS(op, EXPR, uint8_t, uint8_t, uint8_t, uint8_t, uint8_t, uint8_t, uint8_t, uint8_t)
+/* The eight integer rows; the output types name each input type's (NUM) or bool (CMP). */
+#define BIN_INT_ROWS(op, EXPR, O64, O32, O16, O8, OU64, OU32, OU16, OU8)                           \
+    BIN_ROW(row_##op##_i64, int64_t, O64, EXPR)                                                    \
+    BIN_ROW(row_##op##_i32, int32_t, O32, EXPR)                                                    \
+    BIN_ROW(row_##op##_i16, int16_t, O16, EXPR)                                                    \
+    BIN_ROW(row_##op##_i8, int8_t, O8, EXPR)                                                       \
+    BIN_ROW(row_##op##_u64, uint64_t, OU64, EXPR)                                                  \
+    BIN_ROW(row_##op##_u32, uint32_t, OU32, EXPR)                                                  \
+    BIN_ROW(row_##op##_u16, uint16_t, OU16, EXPR)                                                  \
+    BIN_ROW(row_##op##_u8, uint8_t, OU8, EXPR)
+#define INT_FNS(op)                                                                                \
+    [IR_I64] = row_##op##_i64, [IR_I32] = row_##op##_i32, [IR_I16] = row_##op##_i16,               \
+    [IR_I8] = row_##op##_i8, [IR_U64] = row_##op##_u64, [IR_U32] = row_##op##_u32,                 \
+    [IR_U16] = row_##op##_u16, [IR_U8] = row_##op##_u8
 #define NUM_FNS(op)                                                                                \
     {                                                                                              \
-        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_I64] = row_##op##_i64,           \
-        [IR_I32] = row_##op##_i32                                                                  \
+        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_F16] = row_##op##_f16,           \
+        [IR_BF16] = row_##op##_bf16, INT_FNS(op)                                                   \
     }
 
 BIN_NUM(add, WRAP_OP(x, y, +))
@@ -266,8 +335,8 @@ BIN_NUM(mul, WRAP_OP(x, y, *))
 BIN_NUM(div, DIVX(x, y))
 BIN_NUM(pow, POWX(x, y))
 BIN_NUM(cmod, CMODX(x, y))
-BIN_ROW(row_pymod_i64, int64_t, int64_t, PYMODX(x, y))
-BIN_ROW(row_pymod_i32, int32_t, int32_t, PYMODX(x, y))
+BIN_INT_ROWS(pymod, PYMODX(x, y), int64_t, int32_t, int16_t, int8_t, uint64_t, uint32_t, uint16_t,
+             uint8_t)
 BIN_NUM(min, MINX(x, y))
 BIN_NUM(max, MAXX(x, y))
 BIN_CMP(eq, x == y)
@@ -319,8 +388,7 @@ static const bin_desc d_mul = {BK_ARITH, false, 1, NUM_FNS(mul)};
 static const bin_desc d_div = {BK_ARITH, true, 1, NUM_FNS(div)};
 static const bin_desc d_pow = {BK_ARITH, false, IR_FLOPS_TRANSCENDENTAL, NUM_FNS(pow)};
 static const bin_desc d_cmod = {BK_ARITH, true, 1, NUM_FNS(cmod)};
-static const bin_desc d_pymod = {
-    BK_ARITH, true, 1, {[IR_I64] = row_pymod_i64, [IR_I32] = row_pymod_i32}};
+static const bin_desc d_pymod = {BK_ARITH, true, 1, {INT_FNS(pymod)}};
 static const bin_desc d_sum = {BK_VARIADIC, false, 1, NUM_FNS(add)};
 static const bin_desc d_min = {BK_VARIADIC, false, 1, NUM_FNS(min)};
 static const bin_desc d_max = {BK_VARIADIC, false, 1, NUM_FNS(max)};
@@ -329,8 +397,9 @@ static const bin_desc d_eq = {BK_CMP,
                               1,
                               {[IR_F32] = row_eq_f32,
                                [IR_F64] = row_eq_f64,
-                               [IR_I64] = row_eq_i64,
-                               [IR_I32] = row_eq_i32,
+                               [IR_F16] = row_eq_f16,
+                               [IR_BF16] = row_eq_bf16,
+                               INT_FNS(eq),
                                [IR_BOOL] = row_eq_bool}};
 static const bin_desc d_lt = {BK_CMP, false, 1, NUM_FNS(lt)};
 static const bin_desc d_le = {BK_CMP, false, 1, NUM_FNS(le)};
@@ -395,8 +464,11 @@ static ir_status bin_infer(ir_graph *g, ir_node *n, ir_diag *d) {
         if (ir_dtype_size(dt) == 0)
             return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s", ir_dtype_name(dt));
     } else if (!bd->fns[dt]) {
-        if (n->op == IR_OP_Mod && (dt == IR_F32 || dt == IR_F64) && !ir_attr_int(n, "fmod", 0))
-            return ir_node_fail(d, IR_ERR_INVALID, n, "float Mod requires fmod=1");
+        if (n->op == IR_OP_Mod && ir_dtype_is_float(dt) && !ir_attr_int(n, "fmod", 0))
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "Mod of %s requires fmod=1 (ONNX defines fmod=0, the integer "
+                                "modulus, for integer inputs only)",
+                                ir_dtype_name(dt));
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
                             ir_dtype_name(dt));
     }

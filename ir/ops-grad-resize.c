@@ -1,6 +1,6 @@
 /* ops-grad-resize.c - ResizeGrad(dY, [roi, scales, sizes]) -> dX: the adjoint of Resize (nearest
- * and linear), scattering each dY element into the input positions the forward read it from,
- * with the forward's weights.
+ * and linear here; cubic and antialias by ir_resize_filter_run's transposed passes), scattering
+ * each dY element into the input positions the forward read it from, with the forward's weights.
  *
  * Inputs 1.. are the forward's own roi/scales/sizes at the same positions, and the attributes are
  * the forward's plus `shape` (X's shape), so that ir_resize_tabulate builds exactly the forward's
@@ -31,10 +31,14 @@ static ir_status rg_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 static double rg_flops(const ir_graph *g, const ir_node *n) {
     const ir_shape *ys = &ir_node_in(g, n, 0)->shape;
     bool linear = strcmp(ir_attr_str(n, "mode", "nearest"), "nearest") != 0;
+    if (ir_resize_filtered(g, n)) return 8.0 * ys->rank * (double)ir_shape_numel(ys);
     return (linear ? 3.0 * ys->rank : 1.0) * (double)ir_shape_numel(ys);
 }
 
 static size_t rg_workspace(const ir_graph *g, const ir_node *n) {
+    if (ir_resize_filtered(g, n))
+        return ir_resize_filter_bytes(&ir_node_out(g, n, 0)->shape, &ir_node_in(g, n, 0)->shape,
+                                      ir_node_in(g, n, 0)->dtype);
     return ir_resize_tab_bytes(&ir_node_in(g, n, 0)->shape, ir_node_in(g, n, 0)->dtype);
 }
 
@@ -56,6 +60,9 @@ static bool identity_dim(const ir_resize_tab *t, int dd, int64_t n_in, int64_t n
 /* The dtype is dY's alone (scales may stay float32). */
 static ir_status rg_kernel(const ir_kernel_ctx *k) {
     ir_dtype t = k->in[0].dtype;
+    if ((t == IR_F32 || t == IR_F64) && ir_resize_filtered(k->graph, k->node))
+        return ir_resize_filter_run(k, &k->out[0].shape, &k->in[0].shape, k->in[0].data,
+                                    k->out[0].data, true);
     if (t == IR_F32) return rg_kernel_f32(k);
     if (t == IR_F64) return rg_kernel_f64(k);
     return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,

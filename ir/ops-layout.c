@@ -556,7 +556,7 @@ IR_OP_DEF(Tile, 2, 2, 1, 1, .infer = tile_infer, .kernel = tile_kernel, .grad = 
 
 /* ---------------------------------------------------------------- Pad */
 
-enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
+enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP /* opset 19 */ };
 
 /* Pads before (pb) and after (pe) each dim from the raw pads (2 * naxes values, all begins
  * then all ends), the optional axes (opset 18) and the mode. */
@@ -570,6 +570,8 @@ static ir_status pad_params(const ir_node *n, const ir_shape *in, const int64_t 
         *mode = PAD_REFLECT;
     } else if (strcmp(m, "edge") == 0) {
         *mode = PAD_EDGE;
+    } else if (strcmp(m, "wrap") == 0) {
+        *mode = PAD_WRAP;
     } else {
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", m);
     }
@@ -628,6 +630,10 @@ static ir_status pad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 /* Input index that output index o (of a dim padded by pb, input length len) reads. */
 static int64_t pad_source(int64_t o, int64_t pb, int64_t len, enum pad_mode mode) {
     int64_t i = o - pb;
+    if (mode == PAD_WRAP) { /* the input repeated periodically, as numpy's wrap */
+        i %= len;
+        return i < 0 ? i + len : i;
+    }
     if (mode == PAD_EDGE || len == 1) return i < 0 ? 0 : i >= len ? len - 1 : i;
     int64_t period = 2 * (len - 1); /* reflect without repeating the edge, as numpy */
     i %= period;

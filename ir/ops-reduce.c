@@ -22,6 +22,9 @@ static int64_t int_limit(ir_dtype t, bool max) {
     switch (t) {
     case IR_I32: return max ? INT32_MAX : INT32_MIN;
     case IR_I8: return max ? INT8_MAX : INT8_MIN;
+    case IR_I16: return max ? INT16_MAX : INT16_MIN;
+    case IR_U16: return max ? UINT16_MAX : 0;
+    case IR_U32: return max ? UINT32_MAX : 0;
     case IR_U8:
     case IR_BOOL: return max ? 255 : 0;
     default: return max ? INT64_MAX : INT64_MIN;

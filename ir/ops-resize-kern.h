@@ -50,3 +50,74 @@ static ir_status FN(resize_kernel)(const ir_kernel_ctx *k) {
     }
     return IR_OK;
 }
+
+/* One filtered pass (ops-resize.c, "cubic and antialias") along dim d of a tensor viewed as
+ * [outer, len, inner]: forward, dst[o, xo, i] = sum_t w_t src[o, idx_t, i]; adjoint, the
+ * transpose, dst[o, idx_t, i] += w_t src[o, xo, i] (dst zeroed first). Output coordinates run in
+ * parallel forward; the adjoint scatters, so its outer rows run in parallel instead. */
+static void FN(rs_pass)(const rs_attrs *ra, double scale, int64_t outer, int64_t in, int64_t out,
+                        int64_t inner, const FT *src, FT *dst, bool adjoint) {
+    if (!adjoint) {
+        IR_PARALLEL_FOR(outer * out * inner >= IR_PAR_MIN)
+        for (int64_t xo = 0; xo < out; xo++) {
+            int64_t idx[RS_MAX_TAPS];
+            double w[RS_MAX_TAPS];
+            int nt = rs_taps(ra, (double)xo, scale, in, out, idx, w);
+            for (int64_t o = 0; o < outer; o++) {
+                FT *y = dst + (o * out + xo) * inner;
+                const FT *x = src + o * in * inner;
+                for (int64_t i = 0; i < inner; i++) y[i] = 0;
+                for (int t = 0; t < nt; t++) {
+                    if (w[t] == 0) continue;
+                    const FT wt = (FT)w[t], *xr = x + idx[t] * inner;
+                    for (int64_t i = 0; i < inner; i++) y[i] += wt * xr[i];
+                }
+            }
+        }
+        return;
+    }
+    memset(dst, 0, sizeof(FT) * (size_t)(outer * in * inner));
+    IR_PARALLEL_FOR(outer > 1 && outer * out * inner >= IR_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t idx[RS_MAX_TAPS];
+        double w[RS_MAX_TAPS];
+        for (int64_t xo = 0; xo < out; xo++) {
+            int nt = rs_taps(ra, (double)xo, scale, in, out, idx, w);
+            const FT *y = src + (o * out + xo) * inner;
+            FT *x = dst + o * in * inner;
+            for (int t = 0; t < nt; t++) {
+                if (w[t] == 0) continue;
+                const FT wt = (FT)w[t];
+                FT *xr = x + idx[t] * inner;
+                for (int64_t i = 0; i < inner; i++) xr[i] += wt * y[i];
+            }
+        }
+    }
+}
+
+/* The passes over dims[0..np) (forward in order, adjoint in reverse), between the workspace's two
+ * buffers, the first reading src and the last writing dst. */
+static ir_status FN(rs_filter)(const ir_kernel_ctx *k, const rs_attrs *ra, const ir_shape *is,
+                               const ir_shape *os, const double *scales, const int *dims, int np,
+                               const void *src, void *dst, bool adjoint) {
+    const size_t half = ir_resize_filter_bytes(is, os, FT_DTYPE) / 2;
+    FT *buf[2] = {k->workspace, (FT *)((char *)k->workspace + half)};
+    /* forward: the shape before pass p has os's dims for the dims already passed */
+    ir_shape cur = adjoint ? *os : *is;
+    if (np == 0) {
+        memcpy(dst, src, sizeof(FT) * (size_t)ir_shape_numel(&cur));
+        return IR_OK;
+    }
+    const FT *from = src;
+    for (int p = 0; p < np; p++) {
+        int d = dims[adjoint ? np - 1 - p : p];
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < d; i++) outer *= cur.dims[i];
+        for (int i = d + 1; i < cur.rank; i++) inner *= cur.dims[i];
+        FT *to = p == np - 1 ? (FT *)dst : buf[p & 1];
+        FN(rs_pass)(ra, scales[d], outer, is->dims[d], os->dims[d], inner, from, to, adjoint);
+        cur.dims[d] = adjoint ? is->dims[d] : os->dims[d];
+        from = to;
+    }
+    return IR_OK;
+}

@@ -1,8 +1,10 @@
-/* ops-resize.c - Resize (opsets 10-19): modes nearest and linear (n-linear over every dim whose
- * mapping is not the identity), coordinate_transformation_mode half_pixel, pytorch_half_pixel,
- * align_corners, asymmetric, tf_half_pixel_for_nn and (19) half_pixel_symmetric; opset 18's axes
- * and keep_aspect_ratio_policy. cubic, tf_crop_and_resize and antialias answer
- * IR_ERR_UNSUPPORTED.
+/* ops-resize.c - Resize (opsets 10-19): modes nearest, linear (n-linear over every dim whose
+ * mapping is not the identity) and cubic (cubic_coeff_a, exclude_outside), coordinate_
+ * transformation_mode half_pixel, pytorch_half_pixel, align_corners, asymmetric,
+ * tf_half_pixel_for_nn and (19) half_pixel_symmetric; opset 18's axes, keep_aspect_ratio_policy
+ * and antialias (linear and cubic). tf_crop_and_resize answers IR_ERR_UNSUPPORTED. Cubic and
+ * antialias run as separable filters ("cubic and antialias" below), the rest from two-tap
+ * tables.
  *
  * Scales or sizes must be constants (they fix the output shape). The kernel first tabulates,
  * per dim, the two source indices and the weight of every output coordinate (the workspace,
@@ -28,7 +30,10 @@ enum rs_keep { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER }; /* opset 18 */
 enum rs_round { RND_PREFER_FLOOR, RND_PREFER_CEIL, RND_FLOOR, RND_CEIL };
 
 typedef struct rs_attrs {
-    bool linear;
+    bool linear, cubic;   /* neither: nearest */
+    bool antialias;       /* opset 18, linear and cubic */
+    bool exclude_outside; /* taps outside the input get weight 0, the rest renormalized */
+    double cubic_a;       /* cubic_coeff_a */
     enum rs_ctm ctm;
     enum rs_round rnd;
     enum rs_keep keep;
@@ -46,11 +51,12 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     static const char *ctms[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
                                  "asymmetric", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
     static const char *rnds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    ra->linear = ra->cubic = false;
     if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
         ra->linear = true;
-    else if (!strcmp(mode, "nearest"))
-        ra->linear = false;
-    else
+    else if (!strcmp(mode, "cubic") || !strcmp(mode, "bicubic"))
+        ra->cubic = true;
+    else if (strcmp(mode, "nearest"))
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
     int i;
     for (i = 0; i < 6 && strcmp(ctm, ctms[i]); i++) {
@@ -63,8 +69,9 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     }
     if (i == 4) return ir_node_fail(d, IR_ERR_INVALID, n, "nearest_mode '%s' is not valid", nm);
     ra->rnd = (enum rs_round)i;
-    if (ir_attr_int(n, "antialias", 0))
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "antialias is not supported");
+    ra->antialias = ir_attr_int(n, "antialias", 0) != 0 && !old;
+    ra->exclude_outside = ir_attr_int(n, "exclude_outside", 0) != 0;
+    ra->cubic_a = ir_attr_float(n, "cubic_coeff_a", -0.75f);
     const char *kp = ir_attr_str(n, "keep_aspect_ratio_policy", "stretch");
     ra->keep = !strcmp(kp, "not_larger")    ? KEEP_NOT_LARGER
                : !strcmp(kp, "not_smaller") ? KEEP_NOT_SMALLER
@@ -183,6 +190,8 @@ static double resize_flops(const ir_graph *g, const ir_node *n) {
     rs_attrs ra;
     double outs = (double)ir_shape_numel(&ir_node_out(g, n, 0)->shape);
     if (rs_parse(g, n, &ra, NULL)) return 0;
+    if (ra.cubic || ra.antialias) /* a multiply-add per tap and pass, 4 taps or more */
+        return (ra.cubic ? 8.0 : 4.0) * outs * ir_node_in(g, n, 0)->shape.rank;
     return ra.linear ? 3.0 * outs * ir_node_in(g, n, 0)->shape.rank : 0;
 }
 
@@ -194,6 +203,9 @@ size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t) {
 }
 
 static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
+    if (ir_resize_filtered(g, n))
+        return ir_resize_filter_bytes(&ir_node_in(g, n, 0)->shape, &ir_node_out(g, n, 0)->shape,
+                                      ir_node_in(g, n, 0)->dtype);
     return ir_resize_tab_bytes(&ir_node_out(g, n, 0)->shape, ir_node_in(g, n, 0)->dtype);
 }
 
@@ -227,15 +239,15 @@ static int64_t round_nearest(enum rs_round rnd, double x) {
     return 0;
 }
 
-ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
-                             ir_resize_tab *t) {
-    rs_attrs ra;
-    ir_status st = rs_parse(k->graph, k->node, &ra, k->diag);
-    if (st) return st;
+/* The scale of every dim for a resize from is to os, from k's scales or sizes input (as the
+ * forward's inference computed them), or out/in where neither is a constant. */
+static ir_status rs_kernel_scales(const ir_kernel_ctx *k, const rs_attrs *ra, const ir_shape *is,
+                                  const ir_shape *os, double *scales) {
     const int r = is->rank;
-    const ir_tensor *sct = ra.scales_in < k->n_in ? &k->in[ra.scales_in] : NULL;
-    const ir_tensor *szt = ra.sizes_in >= 0 && ra.sizes_in < k->n_in ? &k->in[ra.sizes_in] : NULL;
-    double sc[IR_MAX_RANK], scales[IR_MAX_RANK];
+    const ir_tensor *sct = ra->scales_in < k->n_in ? &k->in[ra->scales_in] : NULL;
+    const ir_tensor *szt =
+        ra->sizes_in >= 0 && ra->sizes_in < k->n_in ? &k->in[ra->sizes_in] : NULL;
+    double sc[IR_MAX_RANK];
     int64_t sz[IR_MAX_RANK];
     int nsc = -2, nsz = -2;
     if (szt && szt->data && ir_tensor_numel(szt) > 0 && ir_tensor_numel(szt) <= IR_MAX_RANK) {
@@ -247,12 +259,22 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
         for (int i = 0; i < nsc; i++) sc[i] = ir_load_f64(sct->data, sct->dtype, i);
     }
     ir_shape want;
-    if (nsz >= 0 || nsc >= 0) {
-        if ((st = rs_geometry(k->node, &ra, is, sc, nsc, sz, nsz, &want, scales, k->diag)))
-            return st;
-    } else {
-        for (int i = 0; i < r; i++) scales[i] = (double)os->dims[i] / (double)is->dims[i];
-    }
+    if (nsz >= 0 || nsc >= 0)
+        return rs_geometry(k->node, ra, is, sc, nsc, sz, nsz, &want, scales, k->diag);
+    for (int i = 0; i < r; i++) scales[i] = (double)os->dims[i] / (double)is->dims[i];
+    return IR_OK;
+}
+
+ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                             ir_resize_tab *t) {
+    rs_attrs ra;
+    ir_status st = rs_parse(k->graph, k->node, &ra, k->diag);
+    if (st) return st;
+    if (ra.cubic || ra.antialias) /* callers take ir_resize_filter_run's path first */
+        return ir_node_fail(k->diag, IR_ERR_INTERNAL, k->node, "no two-tap table for this mode");
+    const int r = is->rank;
+    double scales[IR_MAX_RANK];
+    if ((st = rs_kernel_scales(k, &ra, is, os, scales))) return st;
     int64_t tot = 0, *base = t->base, istr[IR_MAX_RANK];
     for (int i = 0; i < r; i++) {
         base[i] = tot;
@@ -293,12 +315,113 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
     return IR_OK;
 }
 
+/* ---------------------------------------------------------------- cubic and antialias */
+
+/* Cubic (any scale) and linear or cubic with antialias run as separable filters, one 1-D pass
+ * per dim that is not an identity, as ONNX's reference defines them (onnx/reference/ops/
+ * op_resize.py): at source coordinate xs, with left = ceil(xs) - 1 and ratio = xs - left in
+ * (0, 1], the taps are left + i for i in [1 - m, m], each weighted by the kernel at
+ * (left + i - xs) * s, s = min(scale, 1) under antialias (the kernel widened by 1/scale when
+ * downsampling) and 1 otherwise, normalized to sum 1 under antialias; m = 2 for cubic, 1 for
+ * linear, m = 1 - floor(-support / s) - 1 widened. Taps outside [0, in) read the edge value,
+ * or get weight 0 under exclude_outside (the others then renormalized). */
+#define RS_MAX_TAPS 256
+
+bool ir_resize_filtered(const ir_graph *g, const ir_node *n) {
+    rs_attrs ra;
+    return rs_parse(g, n, &ra, NULL) == IR_OK && (ra.cubic || (ra.linear && ra.antialias));
+}
+
+/* Keys' cubic convolution kernel with parameter a. */
+static double cubic_kernel(double x, double a) {
+    x = fabs(x);
+    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0;
+}
+
+/* The taps of output coordinate xo along a dim: source indices (clamped to the edge) and
+ * weights; returns their number, or -1 when more than RS_MAX_TAPS would be needed. */
+static int rs_taps(const rs_attrs *ra, double xo, double scale, int64_t in, int64_t out,
+                   int64_t *idx, double *w) {
+    double xs = src_coord(ra->ctm, xo, scale, in, out);
+    double left = ceil(xs) - 1;
+    double s = ra->antialias && scale < 1 ? scale : 1;
+    double support = ra->cubic ? 2 : 1;
+    int64_t start = (int64_t)floor(-support / s) + 1; /* i runs from start to 1 - start */
+    int64_t nt = 2 - 2 * start;
+    if (nt > RS_MAX_TAPS) return -1;
+    double sum = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        double pos = left + (double)(start + i);
+        double arg = (pos - xs) * s;
+        double wt = ra->cubic ? cubic_kernel(arg, ra->cubic_a) : fmax(0, 1 - fabs(arg));
+        if (ra->exclude_outside && (pos < 0 || pos >= (double)in)) wt = 0;
+        int64_t p = (int64_t)pos;
+        idx[i] = p < 0 ? 0 : p >= in ? in - 1 : p;
+        w[i] = wt;
+        sum += wt;
+    }
+    if ((ra->antialias || ra->exclude_outside) && sum != 0)
+        for (int64_t i = 0; i < nt; i++) w[i] /= sum;
+    return (int)nt;
+}
+
+/* The dims a filtered resize passes over (the others are identities), in order. */
+static int rs_pass_dims(const rs_attrs *ra, const ir_shape *is, const ir_shape *os,
+                        const double *scales, int *dims) {
+    int np = 0;
+    for (int i = 0; i < is->rank; i++)
+        if (!(is->dims[i] == os->dims[i] && scales[i] == 1.0 && ra->ctm != CTM_TF_NN))
+            dims[np++] = i;
+    return np;
+}
+
+/* Two intermediate buffers of the largest shape between passes. */
+size_t ir_resize_filter_bytes(const ir_shape *is, const ir_shape *os, ir_dtype t) {
+    int64_t cur = ir_shape_numel(is), best = 0;
+    for (int i = 0; i < is->rank; i++) {
+        if (is->dims[i]) cur = cur / is->dims[i] * os->dims[i];
+        if (cur > best) best = cur;
+    }
+    return 2 * (size_t)best * (t == IR_F64 ? sizeof(double) : sizeof(float));
+}
+
 #define IR_TMPL "ops-resize-kern.h"
 #include "ir-float-tmpl.h"
+
+/* The separable passes from src (shape is) to dst (shape os), or with adjoint from dY (shape os)
+ * into dX (shape is), k's workspace holding ir_resize_filter_bytes(is, os, t). */
+ir_status ir_resize_filter_run(const ir_kernel_ctx *k, const ir_shape *is, const ir_shape *os,
+                               const void *src, void *dst, bool adjoint) {
+    rs_attrs ra;
+    ir_status st = rs_parse(k->graph, k->node, &ra, k->diag);
+    if (st) return st;
+    double scales[IR_MAX_RANK];
+    if ((st = rs_kernel_scales(k, &ra, is, os, scales))) return st;
+    int dims[IR_MAX_RANK], np = rs_pass_dims(&ra, is, os, scales, dims);
+    for (int i = 0; i < np; i++) {
+        int64_t idx[RS_MAX_TAPS];
+        double w[RS_MAX_TAPS];
+        int d = dims[i];
+        if (is->dims[d] && os->dims[d] &&
+            rs_taps(&ra, 0, scales[d], is->dims[d], os->dims[d], idx, w) < 0)
+            return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,
+                                "antialias over dim %d (scale %g) needs more than %d taps", d,
+                                scales[d], RS_MAX_TAPS);
+    }
+    IR_ASSERT(k->workspace_bytes >= ir_resize_filter_bytes(is, os, k->in[0].dtype));
+    if (k->in[0].dtype == IR_F64)
+        return rs_filter_f64(k, &ra, is, os, scales, dims, np, src, dst, adjoint);
+    return rs_filter_f32(k, &ra, is, os, scales, dims, np, src, dst, adjoint);
+}
 
 /* The dtype is X's alone: scales, an input too, may be float32 under a float64 X. */
 static ir_status resize_kernel(const ir_kernel_ctx *k) {
     ir_dtype t = k->in[0].dtype;
+    if ((t == IR_F32 || t == IR_F64) && ir_resize_filtered(k->graph, k->node))
+        return ir_resize_filter_run(k, &k->in[0].shape, &k->out[0].shape, k->in[0].data,
+                                    k->out[0].data, false);
     if (t == IR_F32) return resize_kernel_f32(k);
     if (t == IR_F64) return resize_kernel_f64(k);
     return ir_node_fail(k->diag, IR_ERR_UNSUPPORTED, k->node,

@@ -66,12 +66,38 @@ static void un_run(un_fn fn, void *out, size_t osz, const void *in, size_t isz, 
 #define RINTX(x) _Generic((x), float : rintf, default : rint)(x)
 #define FABSX(x) _Generic((x), float : fabsf, default : fabs)(x)
 #define CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))
-/* Integer negation wraps (INT_MIN stays INT_MIN) rather than overflowing. */
+/* Integer negation wraps (INT_MIN stays INT_MIN) rather than overflowing; unsigned types wrap
+ * modulo 2^bits (ONNX's Neg does not take them; Abs and Sign do, where x < 0 never holds). */
 #define NEGX(x)                                                                                    \
     _Generic((x), int64_t                                                                          \
-             : (int64_t)(0u - (uint64_t)(x)), int32_t                                              \
-             : (int32_t)(0u - (uint32_t)(x)), default                                              \
-             : -(x))
+             : (int64_t)(0u - (uint64_t)(x)), uint64_t                                             \
+             : (uint64_t)(0u - (uint64_t)(x)), float                                               \
+             : -(x), double                                                                        \
+             : -(x), default                                                                       \
+             : (__typeof__(x))(0u - (uint32_t)(x)))
+
+/* x < 0 without comparing an unsigned type with 0 (always false, and a warning). */
+static inline bool isneg_s(int64_t v) {
+    return v < 0;
+}
+static inline bool isneg_u(uint64_t v) {
+    return false;
+}
+static inline bool isneg_f(float v) {
+    return v < 0;
+}
+static inline bool isneg_d(double v) {
+    return v < 0;
+}
+#define ISNEG(x)                                                                                   \
+    _Generic((x), float                                                                            \
+             : isneg_f, double                                                                     \
+             : isneg_d, uint8_t                                                                    \
+             : isneg_u, uint16_t                                                                   \
+             : isneg_u, uint32_t                                                                   \
+             : isneg_u, uint64_t                                                                   \
+             : isneg_u, default                                                                    \
+             : isneg_s)(x)
 
 #define UN_ROW(fname, T, EXPR)                                                                     \
     static void fname(void *o_, const void *x_, int64_t n, const un_prm *P) {                      \
@@ -85,18 +111,49 @@ static void un_run(un_fn fn, void *out, size_t osz, const void *in, size_t isz, 
             o[i] = (T)(EXPR);                                                                      \
         }                                                                                          \
     }
-#define UN_FLT(op, EXPR) UN_ROW(row_##op##_f32, float, EXPR) UN_ROW(row_##op##_f64, double, EXPR)
+/* float16/bfloat16: blocks widened to float32 on the stack, the float32 loop, rounded back once
+ * per element (as onnxruntime's CPU kernels compute them). */
+#define UN_ROW16(fname, f32fn, LD, ST)                                                             \
+    static void fname(void *o_, const void *x_, int64_t n, const un_prm *P) {                      \
+        uint16_t *o = o_;                                                                          \
+        const uint16_t *in = x_;                                                                   \
+        float xb[256], ob[256];                                                                    \
+        for (int64_t i = 0; i < n; i += 256) {                                                     \
+            int64_t m = n - i < 256 ? n - i : 256;                                                 \
+            for (int64_t k = 0; k < m; k++) xb[k] = LD(in[i + k]);                                 \
+            f32fn(ob, xb, m, P);                                                                   \
+            for (int64_t k = 0; k < m; k++) o[i + k] = ST(ob[k]);                                  \
+        }                                                                                          \
+    }
+#define UN_FLT(op, EXPR)                                                                           \
+    UN_ROW(row_##op##_f32, float, EXPR)                                                            \
+    UN_ROW(row_##op##_f64, double, EXPR)                                                           \
+    UN_ROW16(row_##op##_f16, row_##op##_f32, ir_f16_to_f32, ir_f32_to_f16)                         \
+    UN_ROW16(row_##op##_bf16, row_##op##_f32, ir_bf16_to_f32, ir_f32_to_bf16)
 #define UN_NUM(op, EXPR)                                                                           \
-    UN_FLT(op, EXPR) UN_ROW(row_##op##_i64, int64_t, EXPR) UN_ROW(row_##op##_i32, int32_t, EXPR)
+    UN_FLT(op, EXPR)                                                                               \
+    UN_ROW(row_##op##_i64, int64_t, EXPR)                                                          \
+    UN_ROW(row_##op##_i32, int32_t, EXPR)                                                          \
+    UN_ROW(row_##op##_i16, int16_t, EXPR)                                                          \
+    UN_ROW(row_##op##_i8, int8_t, EXPR)                                                            \
+    UN_ROW(row_##op##_u64, uint64_t, EXPR)                                                         \
+    UN_ROW(row_##op##_u32, uint32_t, EXPR)                                                         \
+    UN_ROW(row_##op##_u16, uint16_t, EXPR)                                                         \
+    UN_ROW(row_##op##_u8, uint8_t, EXPR)
 #define FLT_FNS(op)                                                                                \
-    { [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64 }
+    {                                                                                              \
+        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_F16] = row_##op##_f16,           \
+        [IR_BF16] = row_##op##_bf16                                                                \
+    }
 #define NUM_FNS(op)                                                                                \
     {                                                                                              \
-        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_I64] = row_##op##_i64,           \
-        [IR_I32] = row_##op##_i32                                                                  \
+        [IR_F32] = row_##op##_f32, [IR_F64] = row_##op##_f64, [IR_F16] = row_##op##_f16,           \
+        [IR_BF16] = row_##op##_bf16, [IR_I64] = row_##op##_i64, [IR_I32] = row_##op##_i32,         \
+        [IR_I16] = row_##op##_i16, [IR_I8] = row_##op##_i8, [IR_U64] = row_##op##_u64,             \
+        [IR_U32] = row_##op##_u32, [IR_U16] = row_##op##_u16, [IR_U8] = row_##op##_u8              \
     }
 
-UN_NUM(relu, x < 0 ? 0 : x) /* keeps NaN, as PyTorch does */
+UN_NUM(relu, ISNEG(x) ? 0 : x) /* keeps NaN, as PyTorch does */
 UN_FLT(leaky, x < 0 ? A * x : x)
 UN_FLT(sigmoid, 1 / (1 + EXPX(-x)))
 UN_FLT(hsigmoid, CLAMP01(A *x + B))
@@ -107,11 +164,11 @@ UN_FLT(exp, EXPX(x))
 UN_FLT(log, LOGX(x))
 UN_FLT(sqrt, SQRTX(x))
 UN_NUM(neg, NEGX(x))
-UN_NUM(abs, x < 0 ? NEGX(x) : x)
+UN_NUM(abs, ISNEG(x) ? NEGX(x) : x)
 UN_FLT(recip, 1 / x)
 UN_FLT(floor, FLOORX(x))
 UN_FLT(ceil, CEILX(x))
-UN_NUM(sign, x > 0 ? 1 : x < 0 ? -1 : x) /* keeps 0, -0 and NaN */
+UN_NUM(sign, x > 0 ? (__typeof__(x))1 : ISNEG(x) ? (__typeof__(x))-1 : x) /* keeps 0, -0 and NaN */
 /* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|). */
 UN_FLT(softplus, (x > 0 ? x : 0) + LOG1PX(EXPX(x > 0 ? -x : x)))
 UN_FLT(elu, x < 0 ? A * EXPM1X(x) : x)
@@ -287,9 +344,16 @@ static void clip_bound(const ir_kernel_ctx *k, int i, const char *attr, double *
 
 static ir_status clip_kernel(const ir_kernel_ctx *k) {
     un_prm P = {.a = -INFINITY, .b = INFINITY, .ia = INT64_MIN, .ib = INT64_MAX};
-    if (k->in[0].dtype == IR_I32) {
-        P.ia = INT32_MIN;
-        P.ib = INT32_MAX;
+    /* Without bounds, the dtype's own range (uint64's top converts from -1) */
+    switch (k->in[0].dtype) {
+    case IR_I32: P.ia = INT32_MIN, P.ib = INT32_MAX; break;
+    case IR_I16: P.ia = INT16_MIN, P.ib = INT16_MAX; break;
+    case IR_I8: P.ia = INT8_MIN, P.ib = INT8_MAX; break;
+    case IR_U32: P.ia = 0, P.ib = UINT32_MAX; break;
+    case IR_U16: P.ia = 0, P.ib = UINT16_MAX; break;
+    case IR_U8: P.ia = 0, P.ib = UINT8_MAX; break;
+    case IR_U64: P.ia = 0, P.ib = -1; break;
+    default: break;
     }
     clip_bound(k, 1, "min", &P.a, &P.ia);
     clip_bound(k, 2, "max", &P.b, &P.ib);
@@ -347,6 +411,10 @@ static ir_status ident_kernel(const ir_kernel_ctx *k) {
 #define LD_i32(p, i) (p)[i]
 #define LD_i8(p, i) (p)[i]
 #define LD_u8(p, i) (p)[i]
+#define LD_i16(p, i) (p)[i]
+#define LD_u16(p, i) (p)[i]
+#define LD_u32(p, i) (p)[i]
+#define LD_u64(p, i) (p)[i]
 #define LD_b8(p, i) (uint8_t)((p)[i] != 0)
 #define LD_f16(p, i) ir_f16_to_f32((p)[i])
 #define LD_bf16(p, i) ir_bf16_to_f32((p)[i])
@@ -359,6 +427,10 @@ DEF_WRAP(i64, int64_t)
 DEF_WRAP(i32, int32_t)
 DEF_WRAP(i8, int8_t)
 DEF_WRAP(u8, uint8_t)
+DEF_WRAP(i16, int16_t)
+DEF_WRAP(u16, uint16_t)
+DEF_WRAP(u32, uint32_t)
+DEF_WRAP(u64, uint64_t)
 #define TOINT(tag, x)                                                                              \
     _Generic((x), float : ir_sat_##tag, double : ir_sat_##tag, default : wrap_##tag)(x)
 
@@ -368,6 +440,10 @@ DEF_WRAP(u8, uint8_t)
 #define ST_i32(x) TOINT(i32, x)
 #define ST_i8(x) TOINT(i8, x)
 #define ST_u8(x) TOINT(u8, x)
+#define ST_i16(x) TOINT(i16, x)
+#define ST_u16(x) TOINT(u16, x)
+#define ST_u32(x) TOINT(u32, x)
+#define ST_u64(x) TOINT(u64, x)
 #define ST_b8(x) (uint8_t)((x) != 0)
 #define ST_f16(x) ir_f32_to_f16((float)(x))
 #define ST_bf16(x) ir_f32_to_bf16((float)(x))
@@ -386,13 +462,22 @@ DEF_WRAP(u8, uint8_t)
     X(s, T, i32, int32_t)                                                                          \
     X(s, T, i8, int8_t)                                                                            \
     X(s, T, u8, uint8_t)                                                                           \
+    X(s, T, i16, int16_t)                                                                          \
+    X(s, T, u16, uint16_t)                                                                         \
+    X(s, T, u32, uint32_t)                                                                         \
+    X(s, T, u64, uint64_t)                                                                         \
     X(s, T, b8, uint8_t) X(s, T, f16, uint16_t) X(s, T, bf16, uint16_t)
 #define CAST_FROM_ALL(X, Y)                                                                        \
     X(Y, f32, float)                                                                               \
     X(Y, f64, double)                                                                              \
     X(Y, i64, int64_t)                                                                             \
     X(Y, i32, int32_t)                                                                             \
-    X(Y, i8, int8_t) X(Y, u8, uint8_t) X(Y, b8, uint8_t) X(Y, f16, uint16_t) X(Y, bf16, uint16_t)
+    X(Y, i8, int8_t)                                                                               \
+    X(Y, u8, uint8_t)                                                                              \
+    X(Y, i16, int16_t)                                                                             \
+    X(Y, u16, uint16_t)                                                                            \
+    X(Y, u32, uint32_t)                                                                            \
+    X(Y, u64, uint64_t) X(Y, b8, uint8_t) X(Y, f16, uint16_t) X(Y, bf16, uint16_t)
 
 CAST_FROM_ALL(CAST_TO_ALL, CAST_FN)
 
@@ -402,6 +487,10 @@ CAST_FROM_ALL(CAST_TO_ALL, CAST_FN)
 #define TAG_i32 IR_I32
 #define TAG_i8 IR_I8
 #define TAG_u8 IR_U8
+#define TAG_i16 IR_I16
+#define TAG_u16 IR_U16
+#define TAG_u32 IR_U32
+#define TAG_u64 IR_U64
 #define TAG_b8 IR_BOOL
 #define TAG_f16 IR_F16
 #define TAG_bf16 IR_BF16

@@ -137,7 +137,8 @@ static int64_t ax1[] = {1}, ax_last[] = {-1}, ax02[] = {0, 2};
 static int64_t shape_pool[] = {2, 3, 5, 5}, sh45[] = {4, 5}, sh24[] = {2, 4}, st12[] = {1, 2};
 static int64_t sh2345[] = {2, 3, 4, 5};
 static int64_t idx3[] = {2, 0, 1}, gidx[] = {0, 2, 1, 1, 0, 2}, labels[] = {1, 0, 3};
-static int64_t mask6[] = {1, 0, 1, 1, 0, 1}, sc_ints[] = {0}, sizes4[] = {2, 3, 9, 7};
+static int64_t mask6[] = {1, 0, 1, 1, 0, 1}, sc_ints[] = {0}, sizes4[] = {2, 3, 9, 7},
+               sizes_down[] = {2, 3, 9, 2}, sh2346[] = {2, 3, 4, 6};
 static int64_t nd_idx[] = {0, 1, 1, 0}, two[] = {2}, one[] = {1};
 
 /* Cases are listed positionally, their attributes last: most have none. */
@@ -353,6 +354,34 @@ static void test_twins(void **state) {
          {IN(2, 3, 9, 7), NONE, NONE, INTS(4, sizes4)},
          {AS("mode", "linear"), AS("coordinate_transformation_mode", "align_corners"),
           AIS("shape", 4, sh2345)}},
+        {"Resize cubic",
+         IR_OP_Resize,
+         4,
+         1,
+         3,
+         {IN(2, 3, 4, 5), NONE, NONE, INTS(4, sizes4)},
+         {AS("mode", "cubic"), AF("cubic_coeff_a", -0.5f), AI("exclude_outside", 1)}},
+        {"Resize cubic antialias",
+         IR_OP_Resize,
+         4,
+         1,
+         2,
+         {IN(2, 3, 4, 6), NONE, NONE, INTS(4, sizes_down)},
+         {AS("mode", "cubic"), AI("antialias", 1)}},
+        {"Resize linear antialias",
+         IR_OP_Resize,
+         4,
+         1,
+         2,
+         {IN(2, 3, 4, 6), NONE, NONE, INTS(4, sizes_down)},
+         {AS("mode", "linear"), AI("antialias", 1)}},
+        {"ResizeGrad cubic antialias",
+         IR_OP_ResizeGrad,
+         4,
+         1,
+         3,
+         {IN(2, 3, 9, 2), NONE, NONE, INTS(4, sizes_down)},
+         {AS("mode", "cubic"), AI("antialias", 1), AIS("shape", 4, sh2346)}},
         /* reductions: fast path (contiguous axes), generic path (scattered axes), gradients */
         {"ReduceSum", IR_OP_ReduceSum, 2, 1, 0, {IN(3, 4, 5), INTS(1, ax1)}},
         {"ReduceMean last", IR_OP_ReduceMean, 1, 1, 1, {IN(3, 4, 5)}, {AIS("axes", 1, ax_last)}},

@@ -77,7 +77,9 @@ static void test_round_trip(void **state) {
     }
 }
 
-static void test_bf16_written_as_f32(void **state) {
+/* bfloat16 is written as ml_dtypes' np.save writes it (descr '<V2', the raw patterns) and reads
+ * back as bfloat16, bit for bit. */
+static void test_bf16_round_trip(void **state) {
     uint16_t src[5];
     float expect[5] = {1.0f, -2.5f, 0.15625f, 3e10f, -0.0f};
     for (int i = 0; i < 5; i++) src[i] = ir_f32_to_bf16(expect[i]);
@@ -85,14 +87,42 @@ static void test_bf16_written_as_f32(void **state) {
     char path[300];
     ir_diag d = {{0}};
     assert_int_equal(ir_npy_write(tpath("bf.npy", path, sizeof path), IR_BF16, &s, src, &d), IR_OK);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char head[129] = {0};
+    assert_int_equal(fread(head, 1, 128, f), 128);
+    fclose(f);
+    assert_non_null(strstr(head + 10, "'descr': '<V2'"));
     ir_dtype t;
     ir_shape rs;
     ir_blob *b;
     assert_int_equal(ir_npy_read(path, &t, &rs, &b, &d), IR_OK);
-    assert_int_equal(t, IR_F32);
-    const float *f = ir_blob_data(b);
-    for (int i = 0; i < 5; i++) assert_true(f[i] == ir_bf16_to_f32(src[i]));
+    assert_int_equal(t, IR_BF16);
+    assert_memory_equal(ir_blob_data(b), src, sizeof src);
     ir_blob_unref(b);
+}
+
+/* The integer dtypes added for ONNX's int16/uint16/uint32/uint64 round-trip with numpy's descrs. */
+static void test_more_int_dtypes(void **state) {
+    const ir_dtype ts[4] = {IR_I16, IR_U16, IR_U32, IR_U64};
+    const uint64_t vals[3] = {1, 0x7f, 0xfe};
+    for (int k = 0; k < 4; k++) {
+        char buf[64];
+        for (int i = 0; i < 3; i++) ir_store_f64(buf, ts[k], i, (double)vals[i]);
+        ir_shape s = TU_SHAPE(3);
+        char path[300];
+        ir_diag d = {{0}};
+        assert_int_equal(ir_npy_write(tpath("i.npy", path, sizeof path), ts[k], &s, buf, &d),
+                         IR_OK);
+        ir_dtype t;
+        ir_shape rs;
+        ir_blob *b;
+        assert_int_equal(ir_npy_read(path, &t, &rs, &b, &d), IR_OK);
+        assert_int_equal(t, ts[k]);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(ir_load_i64(ir_blob_data(b), t, i), (int64_t)vals[i]);
+        ir_blob_unref(b);
+    }
 }
 
 /* The bytes numpy (np.save) writes for np.zeros((2, 3), np.float32). */
@@ -303,13 +333,10 @@ static void test_fixture_files_identical(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_bf16_written_as_f32),
-        cmocka_unit_test(test_numpy_identical),
-        cmocka_unit_test(test_handmade_headers),
-        cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_garbage),
-        cmocka_unit_test(test_fixture_files_identical),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_bf16_round_trip),
+        cmocka_unit_test(test_more_int_dtypes),  cmocka_unit_test(test_numpy_identical),
+        cmocka_unit_test(test_handmade_headers), cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_garbage),          cmocka_unit_test(test_fixture_files_identical),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

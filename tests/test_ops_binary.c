@@ -370,10 +370,14 @@ static void test_errors(void **state) {
     assert_int_equal(tu_run_op(IR_OP_And, 2, fl, 1, 0, NULL, out, &d), IR_ERR_UNSUPPORTED);
     assert_non_null(strstr(d.msg, "float32"));
     assert_int_equal(tu_run_op(IR_OP_Mod, 2, fl, 1, 0, NULL, out, &d), IR_ERR_INVALID);
-    const uint16_t h[2] = {0};
+    /* float16 Mod: fmod=0 is the integer modulus, which ONNX defines for integers only */
+    const uint16_t h[2] = {0x3c00, 0x3c00};
     tu_in f16[2] = {{IR_F16, TU_SHAPE(2), h, false}, {IR_F16, TU_SHAPE(2), h, false}};
-    assert_int_equal(tu_run_op(IR_OP_Add, 2, f16, 1, 0, NULL, out, &d), IR_ERR_UNSUPPORTED);
-    assert_non_null(strstr(d.msg, "float16"));
+    assert_int_equal(tu_run_op(IR_OP_Mod, 2, f16, 1, 0, NULL, out, &d), IR_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "Mod of float16 requires fmod=1"));
+    tu_in bl[2] = {{IR_BOOL, TU_SHAPE(2), h, false}, {IR_BOOL, TU_SHAPE(2), h, false}};
+    assert_int_equal(tu_run_op(IR_OP_Add, 2, bl, 1, 0, NULL, out, &d), IR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "bool"));
 }
 
 static void test_table(void **state) {

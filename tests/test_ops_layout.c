@@ -354,7 +354,7 @@ static void test_tile(void **state) {
 typedef struct {
     ir_shape in;
     int64_t pb[IR_MAX_RANK];
-    int mode; /* 0 constant, 1 reflect, 2 edge */
+    int mode; /* 0 constant, 1 reflect, 2 edge, 3 wrap */
 } pad_ctx;
 
 static int64_t pad_map(const int64_t *o, const void *c) {
@@ -364,6 +364,8 @@ static int64_t pad_map(const int64_t *o, const void *c) {
         int64_t i = o[d] - p->pb[d], n = p->in.dims[d];
         if (p->mode == 0 && (i < 0 || i >= n)) return -1;
         if (p->mode == 2) i = i < 0 ? 0 : i >= n ? n - 1 : i;
+        while (p->mode == 3 && i < 0) i += n; /* wrap: the input repeated */
+        while (p->mode == 3 && i >= n) i -= n;
         /* reflect by walking, one bounce at a time */
         while (p->mode == 1 && n > 1 && (i < 0 || i >= n)) i = i < 0 ? -i : 2 * (n - 1) - i;
         if (p->mode == 1 && n == 1) i = 0;
@@ -377,7 +379,8 @@ static void check_pad(ir_dtype t, ir_shape xs, const char *mode, const int64_t *
     pad_ctx c = {.in = xs,
                  .mode = strcmp(mode, "constant") == 0  ? 0
                          : strcmp(mode, "reflect") == 0 ? 1
-                                                        : 2};
+                         : strcmp(mode, "edge") == 0    ? 2
+                                                        : 3};
     ir_shape want = xs;
     int na = axes ? naxes : xs.rank;
     for (int i = 0; i < na; i++) {
@@ -422,6 +425,11 @@ static void test_pad(void **state) {
     /* opset 18 axes */
     int64_t ax[] = {-1}, p6[] = {2, 1};
     check_pad(IR_F32, TU_SHAPE(3, 4), "edge", p6, NULL, ax, 1);
+    /* opset 19 wrap: pads wider than the input wrap more than once; with axes too */
+    check_pad(IR_F32, TU_SHAPE(2, 3, 4), "wrap", p1, NULL, NULL, 0);
+    check_pad(IR_U8, TU_SHAPE(3, 1), "wrap", p3, NULL, NULL, 0);
+    int64_t ax0[] = {0}, p7[] = {7, 5};
+    check_pad(IR_I32, TU_SHAPE(3, 4), "wrap", p7, NULL, ax0, 1);
 
     float x[12] = {0};
     ir_diag d = {{0}};
@@ -431,7 +439,7 @@ static void test_pad(void **state) {
     int64_t crop[] = {-4, 0, 0, 0};
     in[1] = tu_ints_in(4, crop);
     assert_int_equal(tu_run_err(IR_OP_Pad, 2, in, 1, 0, NULL, &d), IR_ERR_INVALID);
-    ir_attr wrap = tu_attr_str("mode", "wrap");
+    ir_attr wrap = tu_attr_str("mode", "circular");
     in[1] = tu_ints_in(4, p5);
     assert_int_equal(tu_run_err(IR_OP_Pad, 2, in, 1, 1, &wrap, &d), IR_ERR_UNSUPPORTED);
     ir_attr refl = tu_attr_str("mode", "reflect");

@@ -34,7 +34,8 @@ for name in sorted(os.listdir(SRC)):
         try:
             t=onnx.TensorProto(); t.ParseFromString(open(p,'rb').read())
             a=numpy_helper.to_array(t)
-            if a.dtype==object or str(a.dtype) not in ('float32','float64','float16','int64','int32','int8','uint8','bool'):
+            if a.dtype==object or str(a.dtype) not in ('float32','float64','float16','bfloat16','int64','int32','int16','int8',
+                                                                'uint64','uint32','uint16','uint8','bool'):
                 a=a.astype(np.float32) if a.dtype!=object else None
             if a is None: ok=False; break
             f=os.path.join(td,f"in{k}.npy"); np.save(f,a); args+=["-i",f"{n}={f}"]
