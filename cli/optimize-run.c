@@ -356,7 +356,11 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
             CLI_EXIT_OK)
             goto out;
     }
-    if ((code = prepare_out_dir(dir, &made, &n_made)) != CLI_EXIT_OK) goto out;
+    /* every rank checks -o (each fails alike, before any collective), but only rank 0 writes
+     * there, so only it records the directories it made: another rank, done first, would
+     * remove them under rank 0 as it writes the plan */
+    if ((code = prepare_out_dir(dir, rank0 ? &made : NULL, rank0 ? &n_made : NULL)) != CLI_EXIT_OK)
+        goto out;
     double t0 = ir_now_seconds();
     if (!(g = cli_load_graph(path, o, false, &code))) goto out;
     double t_load = ir_now_seconds() - t0;
