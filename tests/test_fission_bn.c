@@ -12,7 +12,7 @@
  *  - the training graphs (--loss mse) of cnn_bn_train (conv, BN, ReLU, pool, conv, BN) and
  *    unet_transpose_train (14 batch norms), the whole graph split along the batch: the loss and
  *    every gradient, the backward's batch reductions in phases too. */
-#include "test-check.h"
+#include "test-fission.h"
 
 #include "rules.h"
 #include "schedule.h"
@@ -60,30 +60,13 @@ static int check_phases(const ir_graph *g, int parts, const tu_ref *ref, const r
     rw_fission *ph = NULL;
     int n_ph = rw_fission_phases(g, dg, &f, &ph, &d);
     if (n_ph < 2) fail_msg("%s: %d phases: %s", what, n_ph, d.msg);
-    ir_graph *one = rw_fission_apply(g, ph, n_ph, NULL, NULL, &d);
-    if (!one) fail_msg("%s: apply %d phases: %s", what, n_ph, d.msg);
-    int *order = sched_eager_order(one), *morder = NULL;
-    sched_memory m;
-    if (sched_memory_compute(one, order, &m, &d) != IR_OK) fail_msg("%s: memory: %s", what, d.msg);
-    ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
-    if (!mat) fail_msg("%s: materialize: %s", what, d.msg);
-    rt_options o = *ro;
-    o.order = morder;
-    o.n_order = mat->n_nodes;
-    rt_result r = {0};
-    if (rt_run(mat, NULL, 0, &o, &r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
-    double worst = tu_expect_close(ref, mat, &r, what);
-    if (r.peak_bytes != m.peak_bytes)
-        fail_msg("%s: executed peak %zu bytes, the one-copy graph's %zu", what, r.peak_bytes,
-                 m.peak_bytes);
+    char name[160];
+    snprintf(name, sizeof name, "%s, %d phases", what, n_ph);
+    tu_fission_plan p = tu_fission_plan_make(g, ph, n_ph, name);
+    double worst = tu_fission_plan_check(&p, NULL, 0, ref, ro, what);
     print_message("  %-44s %2d phases, %4d -> %4d nodes, worst error/bound %.2g\n", what, n_ph,
-                  g->n_nodes, mat->n_nodes, worst);
-    rt_result_free(&r);
-    sched_memory_free(&m);
-    free(order);
-    free(morder);
-    ir_graph_free(mat);
-    ir_graph_free(one);
+                  g->n_nodes, p.mat->n_nodes, worst);
+    tu_fission_plan_free(&p);
     free(ph[0].ids);
     free(ph);
     free(ids);

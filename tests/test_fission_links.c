@@ -10,12 +10,14 @@
  *    is a shared input, never sliced;
  *  - a training-mode Dropout(p=0), as PyTorch's training export writes every Dropout(0.0), draws
  *    nothing, so it does not stop the batch (ir_node_draws_random).
- * Each fission, materialized into 2 and 4 parts, computes what the unsplit graph computes. On
+ * Each fission, materialized into 2 and 4 parts, computes what the unsplit graph computes, judged
+ * against its float64 run (test-check.h), with the executed peak equal to the simulated one. On
  * gpt_small_train (a GPT decoder with a tied head and a causal-mask buffer, ce loss, SGD step),
  * the F-Tree's largest batch candidate with the token embedding's Gather and GatherGrad added
  * passes rw_fission_check; its materialized plan, written as optimize writes one, passes `magpie
  * verify` on the loss and every updated parameter, and `magpie run` measures the peak the plan's
  * schedule predicts, to the byte. */
+#include "test-fission.h"
 #include "test-util.h"
 
 #include <sys/stat.h>
@@ -25,7 +27,6 @@
 #include "rules.h"
 #include "schedule.h"
 
-#define TOL 1e-5
 #define B 16
 #define T 8
 #define V 12
@@ -59,18 +60,17 @@ static ir_graph *training(const ir_graph *fwd) {
 
 static int64_t tokens[B * T];
 
-static void run(const ir_graph *g, const int *order, rt_result *r, const char *what) {
-    rt_binding b[1];
+/* idx bound to fixed tokens (when g has it); the other data inputs filled from the seed. */
+static int bind(const ir_graph *g, rt_binding *b) {
     int n = 0, v = ir_graph_find_value(g, "idx");
     for (int i = 0; i < B * T; i++) tokens[i] = (i * 5 + i / 3) % V;
     if (v >= 0)
         b[n++] =
             (rt_binding){.value = v, .dtype = IR_I64, .shape = g->values[v].shape, .data = tokens};
-    rt_options o = {
-        .order = order, .n_order = order ? g->n_nodes : 0, .seed = 3, .fill_missing_data = true};
-    ir_diag d = {{0}};
-    if (rt_run(g, b, n, &o, r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
+    return n;
 }
+
+static const rt_options run_opts = {.seed = 3, .fill_missing_data = true};
 
 /* The first node of op reading value v (any input), or -1. */
 static int reader(const ir_graph *g, ir_op_kind op, int v) {
@@ -116,42 +116,27 @@ static rw_fission largest(const rw_ftree *t, int comp, const char *what) {
  * shared (NULL-terminated) are read whole by every part: no FissionSlice cuts them. */
 static void check_parts(const ir_graph *g, const rw_dgraph *dg, rw_fission f, const char *what,
                         const char *const *shared) {
-    rt_result ref = {0};
-    run(g, NULL, &ref, what);
+    rt_binding in[1];
+    int n_in = bind(g, in);
+    tu_ref ref;
+    tu_ref_run(g, in, n_in, &run_opts, &ref, what);
     ir_diag d = {{0}};
     for (int parts = 2; parts <= 4; parts *= 2) {
         char name[160];
         snprintf(name, sizeof name, "%s, %d parts", what, parts);
         f.parts = parts;
         if (rw_fission_check(g, dg, &f, &d) != IR_OK) fail_msg("%s: refused: %s", name, d.msg);
-        ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
-        if (!one) fail_msg("%s: apply: %s", name, d.msg);
-        int *order = sched_eager_order(one), *morder = NULL;
-        ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
-        if (!mat) fail_msg("%s: materialize: %s", name, d.msg);
-        assert_true(sliced(mat, "idx") || sliced(mat, "x"));
+        tu_fission_plan p = tu_fission_plan_make(g, &f, 1, name);
+        assert_true(sliced(p.mat, "idx") || sliced(p.mat, "x"));
         for (int s = 0; shared && shared[s]; s++)
-            if (sliced(mat, shared[s])) fail_msg("%s: '%s' is sliced", name, shared[s]);
+            if (sliced(p.mat, shared[s])) fail_msg("%s: '%s' is sliced", name, shared[s]);
         /* the gradients summed over parts */
-        assert_true(count_op(mat, IR_OP_FissionAccumulate) >= 1);
-        rt_result r = {0};
-        run(mat, morder, &r, name);
-        assert_int_equal(r.n_outputs, ref.n_outputs);
-        for (int k = 0; k < r.n_outputs; k++) {
-            const ir_tensor *a = &r.outputs[k], *b = &ref.outputs[k];
-            assert_true(ir_shape_eq(&a->shape, &b->shape));
-            double e = tu_rel_err_f32(a->data, b->data, ir_shape_numel(&b->shape));
-            if (!(e <= TOL))
-                fail_msg("%s: output '%s': relative error %.3g", name,
-                         mat->values[mat->outputs[k]].name, e);
-        }
-        rt_result_free(&r);
-        free(order);
-        free(morder);
-        ir_graph_free(mat);
-        ir_graph_free(one);
+        assert_true(count_op(p.mat, IR_OP_FissionAccumulate) >= 1);
+        n_in = bind(p.mat, in);
+        tu_fission_plan_check(&p, in, n_in, &ref, &run_opts, name);
+        tu_fission_plan_free(&p);
     }
-    rt_result_free(&ref);
+    tu_ref_free(&ref);
 }
 
 static rw_ftree *ftree_of(const ir_graph *g, sched_memory *m) {
@@ -367,11 +352,8 @@ static void test_gpt_embedding_fission_verifies(void **state) {
                     .seed_dim = 0,
                     .parts = 2};
     if (rw_fission_check(g, dg, &f, &d) != IR_OK) fail_msg("gpt: refused: %s", d.msg);
-    ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
-    if (!one) fail_msg("gpt: apply: %s", d.msg);
-    int *order = sched_eager_order(one), *morder = NULL;
-    ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
-    if (!mat) fail_msg("gpt: materialize: %s", d.msg);
+    tu_fission_plan fp = tu_fission_plan_make(g, &f, 1, "gpt");
+    ir_graph *mat = fp.mat;
     assert_true(sliced(mat, "idx") && sliced(mat, "labels"));
     assert_false(sliced(mat, "wte.weight"));
     for (int v = 0; v < mat->n_values; v++)
@@ -406,10 +388,7 @@ static void test_gpt_embedding_fission_verifies(void **state) {
     assert_int_equal(system(args), 0);
     free(p);
     ir_graph_free(back);
-    free(order);
-    free(morder);
-    ir_graph_free(mat);
-    ir_graph_free(one);
+    tu_fission_plan_free(&fp);
     free(ids);
     rw_ftree_free(t);
     sched_memory_free(&m);

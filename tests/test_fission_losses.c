@@ -3,14 +3,16 @@
  * dimension is broken by no node (rw_fission_break_at), the F-Tree offers an S along it that
  * holds the loss, its seed and the whole backward, and that fission, materialized into 2 and 4
  * parts, computes what the unsplit graph computes: the loss (partial sums accumulated, then the
- * mean's 1/N or the labels' count), every gradient and every updated parameter. The targets and
- * labels are sliced with the data; cross-entropy's labels include ignored ones (-100), whose
- * count the whole batch shares.
+ * mean's 1/N or the labels' count), every gradient and every updated parameter, judged against
+ * the unsplit graph's float64 run (test-check.h) with the executed peak the simulated one. The
+ * targets and labels are sliced with the data; cross-entropy's labels include ignored ones (-100),
+ * whose count the whole batch shares.
  *
  * Also the two cross-entropy ops with reduction "sum" against their default "mean": the sum is
  * the mean times the count of the labels that are not ignored, and the gradient of the sum
  * scaled by 1/count is the mean's; and rw_fission_break_at (inspect --fission's "first break")
  * on a mean over the batch and a Dropout. */
+#include "test-fission.h"
 #include "test-util.h"
 
 #include "rt.h"
@@ -53,18 +55,17 @@ static ir_graph *load_model(const model *mo, ir_loss_kind loss, ir_optimizer_kin
 /* Labels for the MLP's 10 classes, every fifth ignored (-100), so parts count differently. */
 static int64_t labels[BATCH];
 
-static void run(const ir_graph *g, const int *order, rt_result *r, const char *what) {
+/* labels bound (when g has them); the other data inputs filled from the seed. */
+static int bind(const ir_graph *g, rt_binding *b) {
     for (int i = 0; i < BATCH; i++) labels[i] = i % 5 == 3 ? -100 : (i * 7) % 10;
-    rt_binding b[1];
     int n = 0, v = ir_graph_find_value(g, "labels");
     if (v >= 0)
         b[n++] =
             (rt_binding){.value = v, .dtype = IR_I64, .shape = g->values[v].shape, .data = labels};
-    rt_options o = {
-        .order = order, .n_order = order ? g->n_nodes : 0, .seed = 5, .fill_missing_data = true};
-    ir_diag d = {{0}};
-    if (rt_run(g, b, n, &o, r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
+    return n;
 }
+
+static const rt_options run_opts = {.seed = 5, .fill_missing_data = true};
 
 static bool in_s(const rw_fission *f, uint32_t id) {
     for (int j = 0; j < f->n_ids; j++)
@@ -129,44 +130,26 @@ static void check_loss(const model *mo, ir_loss_kind loss, ir_optimizer_kind opt
     }
     assert_int_equal(n_grad > 0, optim == IR_OPTIM_SGD);
 
-    rt_result ref = {0};
-    run(g, NULL, &ref, what);
+    rt_binding in[1];
+    int n_in = bind(g, in);
+    tu_ref ref;
+    tu_ref_run(g, in, n_in, &run_opts, &ref, what);
+    /* the loss is output 0 and a finite number */
+    assert_string_equal(g->values[g->outputs[0]].name, "loss");
+    assert_true(isfinite(((const float *)ref.r32.outputs[0].data)[0]));
     for (int parts = 2; parts <= 4; parts *= 2) {
         char name[160];
         snprintf(name, sizeof name, "%s, %d parts", what, parts);
         f.parts = parts;
         if (rw_fission_check(g, dg, &f, &d) != IR_OK) fail_msg("%s: refused: %s", name, d.msg);
-        ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
-        if (!one) fail_msg("%s: apply: %s", name, d.msg);
-        int *order = sched_eager_order(one), *morder = NULL;
-        ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
-        if (!mat) fail_msg("%s: materialize: %s", name, d.msg);
-        rt_result r = {0};
-        run(mat, morder, &r, name);
-        assert_int_equal(r.n_outputs, ref.n_outputs);
-        double worst = 0;
-        for (int k = 0; k < r.n_outputs; k++) {
-            const ir_tensor *a = &r.outputs[k], *b = &ref.outputs[k];
-            assert_true(ir_shape_eq(&a->shape, &b->shape));
-            assert_int_equal(a->dtype, IR_F32);
-            double e = tu_rel_err_f32(a->data, b->data, ir_shape_numel(&b->shape));
-            if (!(e <= TOL))
-                fail_msg("%s: output '%s': relative error %.3g", name,
-                         mat->values[mat->outputs[k]].name, e);
-            worst = fmax(worst, e);
-        }
-        int loss_k = 0; /* the loss is output 0 and a finite number */
-        assert_string_equal(mat->values[mat->outputs[loss_k]].name, "loss");
-        assert_true(isfinite(((const float *)r.outputs[loss_k].data)[0]));
-        print_message("  %-40s S %3d nodes, %3d -> %3d nodes, worst error %.2g\n", name, f.n_ids,
-                      g->n_nodes, mat->n_nodes, worst);
-        rt_result_free(&r);
-        free(order);
-        free(morder);
-        ir_graph_free(mat);
-        ir_graph_free(one);
+        tu_fission_plan p = tu_fission_plan_make(g, &f, 1, name);
+        n_in = bind(p.mat, in);
+        double worst = tu_fission_plan_check(&p, in, n_in, &ref, &run_opts, name);
+        print_message("  %-40s S %3d nodes, %3d -> %3d nodes, worst error/bound %.2g\n", name,
+                      f.n_ids, g->n_nodes, p.mat->n_nodes, worst);
+        tu_fission_plan_free(&p);
     }
-    rt_result_free(&ref);
+    tu_ref_free(&ref);
     rw_ftree_free(t);
     sched_memory_free(&m);
     rw_dgraph_free(dg);

@@ -13,7 +13,7 @@
  *  - nn.TransformerEncoder (PyTorch 1.13, opset 17, batch_first True and False) trained with mse
  *    and SGD: every F-Tree candidate along the batch, a strided border or not, in 2 parts, the
  *    same checks; some of them must have strided borders. */
-#include "test-check.h"
+#include "test-fission.h"
 
 #include "rules.h"
 #include "schedule.h"
@@ -64,30 +64,10 @@ static int check_split(const ir_graph *g, const rw_fission *f0, int parts, const
                        const rt_options *ro, const char *what) {
     rw_fission f = *f0;
     f.parts = parts;
-    ir_diag d = {{0}};
-    ir_graph *one = rw_fission_apply(g, &f, 1, NULL, NULL, &d);
-    if (!one) fail_msg("%s: apply: %s", what, d.msg);
-    int *order = sched_eager_order(one), *morder = NULL;
-    sched_memory m;
-    if (sched_memory_compute(one, order, &m, &d) != IR_OK) fail_msg("%s: memory: %s", what, d.msg);
-    ir_graph *mat = rw_fission_materialize(one, order, &morder, &d);
-    if (!mat) fail_msg("%s: materialize: %s", what, d.msg);
-    rt_options o = *ro;
-    o.order = morder;
-    o.n_order = mat->n_nodes;
-    rt_result r = {0};
-    if (rt_run(mat, NULL, 0, &o, &r, &d) != IR_OK) fail_msg("%s: run: %s", what, d.msg);
-    tu_expect_close(ref, mat, &r, what);
-    if (r.peak_bytes != m.peak_bytes)
-        fail_msg("%s: executed peak %zu bytes, the one-copy graph's %zu", what, r.peak_bytes,
-                 m.peak_bytes);
-    int strided = count_named(mat, ".fisexpose") + count_named(mat, ".fismerged");
-    rt_result_free(&r);
-    sched_memory_free(&m);
-    free(order);
-    free(morder);
-    ir_graph_free(mat);
-    ir_graph_free(one);
+    tu_fission_plan p = tu_fission_plan_make(g, &f, 1, what);
+    tu_fission_plan_check(&p, NULL, 0, ref, ro, what);
+    int strided = count_named(p.mat, ".fisexpose") + count_named(p.mat, ".fismerged");
+    tu_fission_plan_free(&p);
     return strided;
 }
 
