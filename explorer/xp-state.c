@@ -571,8 +571,15 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
     else if ((st = apply_fissions(w, m, ne, d)) != IR_OK)
         goto fail;
     /* a fission change re-schedules around the old and the new groups; a rewrite of G_b around
-     * what it touched, plus fission nodes that appeared or went (none unless ids moved) */
-    merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind, w->touched, &nt, XS_TOUCHED_CAP);
+     * what it touched, plus fission nodes that appeared or went (none unless ids moved). A
+     * rewrite inside a region (a remat or swap joining S) re-materializes the whole group: its
+     * parts' shapes and borders may change beyond the nodes the rewrite named, so the group's
+     * nodes count as touched too (ir_graph_hash_update's contract) */
+    bool inside = false;
+    for (int i = 0; i < nt && !ft_kind && !inside; i++)
+        inside = in_sorted(p->fis, p->n_fis, w->touched[i]);
+    merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind || inside, w->touched, &nt,
+              XS_TOUCHED_CAP);
     w->phase[XS_PHASE_REWRITE] += ir_now_seconds() - t;
 
     t = ir_now_seconds();
