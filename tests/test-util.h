@@ -240,6 +240,23 @@ static inline size_t tu_peak(const ir_graph *g, const int *order) {
     return p;
 }
 
+/* A fresh directory /tmp/magpie-<tag>-XXXXXX, its path into dir (n bytes). */
+static inline void tu_make_dir(char *dir, size_t n, const char *tag) {
+    snprintf(dir, n, "/tmp/magpie-%s-XXXXXX", tag);
+    assert_non_null(mkdtemp(dir));
+}
+
+/* dir and all it holds removed. */
+static inline void tu_remove_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static inline bool tu_exists(const char *path) {
+    return access(path, F_OK) == 0;
+}
+
 /* Path of a file under the source tree (tests run with MAGPIE_SOURCE_DIR set by ctest). */
 static inline const char *tu_src_path(const char *rel, char *buf, size_t n) {
     const char *root = getenv("MAGPIE_SOURCE_DIR");

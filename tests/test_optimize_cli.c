@@ -23,22 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static bool exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-static void make_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/magpie-opt-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 #define FIX "tests/fixtures/numeric/"
 
 /* optimize, verify and run one fixture; extra: "" or "--train". */
@@ -63,7 +47,7 @@ static void expect_plan_checks(tu_proc *p, const char *what, const char *fixture
 static void check_fixture(const char *name, const char *extra) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "%s/model.onnx %s --lat-limit 1.10 --time 2 --threads 2 -o %s/plan "
              "--json --quiet",
@@ -82,7 +66,7 @@ static void check_fixture(const char *name, const char *extra) {
     static const char *const files[] = {"optimized.onnx", "schedule.json", "report.json"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/plan/%s", dir, files[i]);
-        if (!exists(path)) fail_msg("%s: %s missing", name, path);
+        if (!tu_exists(path)) fail_msg("%s: %s missing", name, path);
     }
     /* report.json holds the object --json printed */
     snprintf(path, sizeof path, "%s/plan/report.json", dir);
@@ -99,7 +83,7 @@ static void check_fixture(const char *name, const char *extra) {
     snprintf(plan, sizeof plan, "%s/plan/optimized.onnx", dir);
     snprintf(run, sizeof run, "%s/run", dir);
     expect_plan_checks(p, name, name, extra, plan, run, best);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -122,7 +106,7 @@ static void test_impossible_limit_exits_3(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --mem-limit 1KiB --time 2 "
              "--max-states 200 --threads 2 -o %s --json --quiet",
@@ -135,10 +119,10 @@ static void test_impossible_limit_exits_3(void **state) {
     assert_true(tu_json_num(p->out, "best_peak_bytes") <
                 tu_json_num(p->out, "baseline_peak_bytes"));
     snprintf(path, sizeof path, "%s/optimized.onnx", dir);
-    assert_true(exists(path));
+    assert_true(tu_exists(path));
     snprintf(path, sizeof path, "%s/report.json", dir);
-    assert_true(exists(path));
-    remove_dir(dir);
+    assert_true(tu_exists(path));
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -168,7 +152,7 @@ static void test_deterministic_one_thread(void **state) {
     tu_proc *p = malloc(sizeof *p);
     for (int k = 0; k < 2; k++) {
         char dir[64], args[512];
-        make_dir(dir, sizeof dir);
+        tu_make_dir(dir, sizeof dir, "opt");
         snprintf(args, sizeof args,
                  "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 1 "
                  "--seed 1 --max-states 30 --time 60 -o %s --json --quiet",
@@ -179,7 +163,7 @@ static void test_deterministic_one_thread(void **state) {
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             v[k][i] = tu_json_num(p->out, keys[i]);
         tu_json_str(p->out, "best_fingerprint", fp[k], sizeof fp[k]);
-        remove_dir(dir);
+        tu_remove_dir(dir);
     }
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (v[0][i] != v[1][i]) fail_msg("%s: %.17g then %.17g", keys[i], v[0][i], v[1][i]);
@@ -198,7 +182,7 @@ static void test_refine(void **state) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], fp[2][32];
     double lat[2];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --mem-limit 0.8 --threads 1 "
              "--seed 1 --max-states 100 --time 60 -o %s/plain --json --quiet",
@@ -229,7 +213,7 @@ static void test_refine(void **state) {
     snprintf(run, sizeof run, "%s/run", dir);
     expect_plan_checks(p, "refine", "cnn_bn_train", "--train", plan, run,
                        tu_json_num(p->out, "best_peak_bytes"));
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -240,7 +224,7 @@ static void test_refine(void **state) {
 static void check_family(const char *family, const char *key, const char *lat_limit) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit %s --rules %s "
              "--threads 1 --seed 1 --max-states 60 --time 60 -o %s --json --quiet",
@@ -266,7 +250,7 @@ static void check_family(const char *family, const char *key, const char *lat_li
     snprintf(plan, sizeof plan, "%s/optimized.onnx", dir);
     snprintf(run, sizeof run, "%s/run", dir);
     expect_plan_checks(p, family, "cnn_bn_train", "--train", plan, run, best);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -291,7 +275,7 @@ static void test_report_schedule_plot(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 2 "
              "--max-states 200 --max-frontier 5 --time 60 -o %s --json --quiet",
@@ -384,7 +368,7 @@ static void test_report_schedule_plot(void **state) {
     assert_non_null(strstr(svg, "eager order (peak"));
     assert_non_null(strstr(svg, "stroke-dasharray=\"6,3\" d=\"M"));
     free(svg);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -394,7 +378,7 @@ static void test_progress_lines(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --lat-limit 1.10 --threads 1 "
              "--max-states 30 --time 60 -o %s --json",
@@ -433,7 +417,7 @@ static void test_progress_lines(void **state) {
     tu_magpie(p, args);
     assert_int_equal(p->rc, 0);
     assert_string_equal(p->err, "");
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -463,7 +447,7 @@ static void test_bad_limits_exit_2(void **state) {
     };
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "optimize " FIX "resnet_small/model.onnx %s -o %s/out", bad[i],
                  dir);
@@ -472,9 +456,9 @@ static void test_bad_limits_exit_2(void **state) {
         assert_string_equal(p->out, "");
         assert_non_null(strstr(p->err, "magpie:"));
         snprintf(path, sizeof path, "%s/out", dir);
-        if (exists(path)) fail_msg("'%s' left %s", bad[i], path);
+        if (tu_exists(path)) fail_msg("'%s' left %s", bad[i], path);
     }
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -535,7 +519,7 @@ static void test_pet_plan(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], model[128], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(model, sizeof model, "%s/blocks.onnx", dir);
     write_pet_model(model, 3);
     snprintf(args, sizeof args,
@@ -577,7 +561,7 @@ static void test_pet_plan(void **state) {
                 tu_json_num(p->out, "baseline_latency_seconds"));
     snprintf(path, sizeof path, "%s/alone/optimized.onnx", dir);
     expect_verified(p, model, path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -591,7 +575,7 @@ static void test_pet_deterministic_resume(void **state) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], model[128], args[1024], fp[3][32], pa[256], pb[256];
     double v[3][3], pets[3];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(model, sizeof model, "%s/blocks.onnx", dir);
     write_pet_model(model, 4);
     const char *common = "--pet --rules pet --device analytic:rtx3090 --threads 1 --seed 1 "
@@ -630,7 +614,7 @@ static void test_pet_deterministic_resume(void **state) {
     }
     snprintf(pb, sizeof pb, "%s/run2/optimized.onnx", dir);
     expect_verified(p, model, pb);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -639,7 +623,7 @@ static void test_pet_train_refused(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[512], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "cnn_bn_train/model.onnx --train --pet --time 1 -o %s/plan --json",
              dir);
@@ -648,8 +632,8 @@ static void test_pet_train_refused(void **state) {
     assert_non_null(strstr(p->err, "--train"));
     assert_int_equal(p->out[0], 0);
     snprintf(path, sizeof path, "%s/plan", dir);
-    assert_false(exists(path));
-    remove_dir(dir);
+    assert_false(tu_exists(path));
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -660,7 +644,7 @@ static void test_symbolic_shape(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(args, sizeof args,
              "optimize " FIX "transformer_encoder/model.onnx --shape batch=4 --train --loss mse "
              "--lat-limit 1.10 --max-states 200 --threads 1 -o %s/plan --json --quiet",
@@ -674,7 +658,7 @@ static void test_symbolic_shape(void **state) {
                                         "memory.svg"};
     for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/plan/%s", dir, files[i]);
-        if (!exists(path)) fail_msg("%s missing", path);
+        if (!tu_exists(path)) fail_msg("%s missing", path);
     }
     snprintf(args, sizeof args, "inspect %s/plan/optimized.onnx --json", dir);
     tu_magpie(p, args);
@@ -687,7 +671,7 @@ static void test_symbolic_shape(void **state) {
     tu_magpie(p, args);
     if (p->rc != 0) fail_msg("verify exit %d: %s %s", p->rc, p->out, p->err);
     assert_non_null(strstr(p->out, "\"match\":true"));
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -699,7 +683,7 @@ static void test_unwritable_out_dir(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "opt");
     snprintf(path, sizeof path, "%s/file", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -727,8 +711,8 @@ static void test_unwritable_out_dir(void **state) {
     tu_magpie(p, args);
     assert_int_equal(p->rc, 2);
     snprintf(path, sizeof path, "%s/new", dir);
-    if (exists(path)) fail_msg("a failed load left %s", path);
-    remove_dir(dir);
+    if (tu_exists(path)) fail_msg("a failed load left %s", path);
+    tu_remove_dir(dir);
     free(p);
 }
 

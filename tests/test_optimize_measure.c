@@ -21,22 +21,6 @@
 
 #define FIX "tests/fixtures/numeric/"
 
-static bool exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-static void make_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/magpie-measure-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 /* The object under key in json (fails when missing). */
 static const char *obj(const char *json, const char *key) {
     char pat[96];
@@ -93,7 +77,7 @@ static void test_pet_report(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "measure");
     snprintf(args, sizeof args,
              "optimize " FIX "resnet_small/model.onnx --pet --device cpu --profile-db %s/db "
              "--time 1 --measure 2 --measure-time 1 --threads 1 -o %s/plan --json --quiet",
@@ -122,7 +106,7 @@ static void test_pet_report(void **state) {
     } else {
         assert_true(tu_json_num(mz, "written") >= 0);
     }
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -130,7 +114,7 @@ static void test_slower_plan_falls_back(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], model[128], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "measure");
     snprintf(model, sizeof model, "%s/remat.onnx", dir);
     write_remat_model(model);
     snprintf(args, sizeof args,
@@ -155,8 +139,8 @@ static void test_slower_plan_falls_back(void **state) {
     assert_non_null(strstr(p->out, "\"met\":false"));
     assert_true(tu_json_num(obj(p->out, "measured_latency_seconds"), "ratio") == 1.0);
     snprintf(path, sizeof path, "%s/plan/optimized.onnx", dir);
-    assert_true(exists(path));
-    remove_dir(dir);
+    assert_true(tu_exists(path));
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -164,7 +148,7 @@ static void test_lat_limit_unmet(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[256];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "measure");
     snprintf(args, sizeof args,
              "optimize " FIX "mlp/model.onnx --lat-limit 0.01 --device cpu --profile-db %s/db "
              "--time 1 --measure-time 0.5 --threads 1 -o %s/plan --json --quiet",
@@ -177,8 +161,8 @@ static void test_lat_limit_unmet(void **state) {
     assert_non_null(strstr(p->out, "\"met\":false"));
     assert_non_null(strstr(p->err, "latency limit 0.01 not met"));
     snprintf(path, sizeof path, "%s/plan/optimized.onnx", dir);
-    assert_true(exists(path));
-    remove_dir(dir);
+    assert_true(tu_exists(path));
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -186,7 +170,7 @@ static void test_not_measured(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "measure");
     static const char *const how[] = {"--device cpu --measure 0", "--device analytic:a100"};
     static const char *const note[] = {"--measure 0", "analytic device"};
     for (int k = 0; k < 2; k++) {
@@ -206,7 +190,7 @@ static void test_not_measured(void **state) {
     tu_magpie(p, args);
     assert_int_equal(p->rc, 2);
     assert_non_null(strstr(p->err, "--measure '17'"));
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 

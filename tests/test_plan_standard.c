@@ -40,17 +40,6 @@ static ir_graph *patched_model(void) {
     return g;
 }
 
-static void make_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/magpie-plan-std-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 /* Nodes of path outside the default domain, read raw; *n_op counts op k. */
 static int magpie_nodes(const char *path, ir_op_kind k, int *n_op) {
     ir_diag d = {{0}};
@@ -86,7 +75,7 @@ static bool file_mentions_magpie(const char *path) {
 static void test_pet_plan_standard(void **state) {
     (void)state;
     char dir[64], model[128], plan[160], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "plan-std");
     snprintf(model, sizeof model, "%s/model.onnx", dir);
     ir_diag d = {{0}};
     ir_graph *g = patched_model();
@@ -120,13 +109,13 @@ static void test_pet_plan_standard(void **state) {
     snprintf(args, sizeof args, "verify %s %s --seed 3", model, plan);
     tu_magpie(&p, args);
     if (p.rc != 0) fail_msg("verify: rc %d: %s %s", p.rc, p.out, p.err);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_swap_plan_keeps_magpie_domain(void **state) {
     (void)state;
     char dir[64], plan[160], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "plan-std");
     tu_proc p;
     snprintf(args, sizeof args,
              "optimize tests/fixtures/numeric/vit_small/model.onnx --rules swap --mem-limit 0.7 "
@@ -138,11 +127,11 @@ static void test_swap_plan_keeps_magpie_domain(void **state) {
     int stores;
     int magpie = magpie_nodes(plan, IR_OP_Store, &stores);
     if (stores == 0) { /* the search found no swap to make here: nothing to check */
-        remove_dir(dir);
+        tu_remove_dir(dir);
         skip();
     }
     assert_true(magpie >= 2 * stores);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 int main(void) {

@@ -24,21 +24,6 @@
 #define MODEL "tests/fixtures/numeric/cnn_bn_train/model.onnx"
 #define SEARCH "--train --lat-limit 1.10 --seed 7 --time 60"
 
-static void make_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/magpie-resume-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
-static bool exists(const char *path) {
-    return access(path, F_OK) == 0;
-}
-
 /* Names in dir that start with prefix. */
 static int count_prefixed(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
@@ -93,7 +78,7 @@ static void test_resume_is_deterministic(void **state) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], path[2][256], fp[2][32];
     double v[2][NK];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     /* one run to K */
     snprintf(args, sizeof args,
              "optimize " MODEL " " SEARCH " --threads 1 --max-states %d -o %s/one --json --quiet",
@@ -138,7 +123,7 @@ static void test_resume_is_deterministic(void **state) {
     snprintf(path[0], sizeof path[0], "%s/one/schedule.json", dir);
     snprintf(path[1], sizeof path[1], "%s/resumed/schedule.json", dir);
     expect_same_file(path[0], path[1]);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -164,7 +149,7 @@ static pid_t start_long(const char *dir, const char *extra, const char *out, con
 static void test_sigusr1_checkpoints_and_goes_on(void **state) {
     (void)state;
     char dir[64], ck[128], out[128], err[128];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     snprintf(ck, sizeof ck, "%s/c", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(err, sizeof err, "%s/err", dir);
@@ -192,7 +177,7 @@ static void test_sigusr1_checkpoints_and_goes_on(void **state) {
     if (tu_json_num(c, "written") < 3) fail_msg("%s", c);
     free(o);
     free(e);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* SIGTERM or SIGINT: exit 4 within 10 s with the plan written and a checkpoint that resume
@@ -200,7 +185,7 @@ static void test_sigusr1_checkpoints_and_goes_on(void **state) {
 static void check_stop_signal(int sig) {
     tu_proc *p = malloc(sizeof *p);
     char dir[64], ck[128], out[128], err[128], args[1024], path[160];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     snprintf(ck, sizeof ck, "%s/c", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(err, sizeof err, "%s/err", dir);
@@ -221,7 +206,7 @@ static void check_stop_signal(int sig) {
     assert_non_null(strstr(o, "\"interrupted\":true"));
     assert_non_null(strstr(e, "magpie resume"));
     snprintf(path, sizeof path, "%s/plan/optimized.onnx", dir);
-    assert_true(exists(path));
+    assert_true(tu_exists(path));
     double states = tu_json_num(o, "states_explored");
     double peak = tu_json_num(o, "search_best_peak_bytes");
     bool met = strstr(o, "\"met\":true") != NULL;
@@ -237,7 +222,7 @@ static void check_stop_signal(int sig) {
     }
     free(o);
     free(e);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -275,7 +260,7 @@ static void expect_refused(tu_proc *p, const char *dir, const char *what, const 
     assert_non_null(now);
     if (m != n || memcmp(now, bytes, n) != 0) fail_msg("%s: the file was modified", what);
     free(now);
-    if (exists(out)) fail_msg("%s: %s was written", what, out);
+    if (tu_exists(out)) fail_msg("%s: %s was written", what, out);
     assert_int_equal(count_prefixed(dir, "bad.tmp."), 0);
 }
 
@@ -319,7 +304,7 @@ static void test_bad_checkpoints_refused(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], good[128], model[128];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     snprintf(good, sizeof good, "%s/good", dir);
     snprintf(args, sizeof args,
              "optimize " MODEL " " SEARCH " --threads 1 --max-states 50 --checkpoint %s -o "
@@ -373,7 +358,7 @@ static void test_bad_checkpoints_refused(void **state) {
     assert_non_null(strstr(p->err, "cannot open"));
     free(x);
     free(b);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -383,7 +368,7 @@ static void test_failure_before_rename(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], ck[128], plan[128];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     snprintf(ck, sizeof ck, "%s/c", dir);
     snprintf(args, sizeof args,
              "optimize " MODEL " " SEARCH " --threads 1 --max-states 50 --checkpoint %s -o "
@@ -410,7 +395,7 @@ static void test_failure_before_rename(void **state) {
     assert_non_null(strstr(p->err, "magpie: warning: cannot write checkpoint"));
     assert_non_null(strstr(p->err, "cannot write the final checkpoint"));
     assert_non_null(strstr(p->err, "failure injected"));
-    assert_false(exists(plan));
+    assert_false(tu_exists(plan));
     size_t n1;
     char *after = tu_read_all(ck, &n1);
     assert_non_null(after);
@@ -423,7 +408,7 @@ static void test_failure_before_rename(void **state) {
     assert_int_equal(count_prefixed(dir, "c.tmp."), 0);
     free(before);
     free(after);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -433,7 +418,7 @@ static void test_model_moved(void **state) {
     (void)state;
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024], m1[128], m2[128], ck[128], src[512];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     snprintf(m1, sizeof m1, "%s/m1.onnx", dir);
     snprintf(m2, sizeof m2, "%s/moved.onnx", dir);
     snprintf(ck, sizeof ck, "%s/c", dir);
@@ -472,7 +457,7 @@ static void test_model_moved(void **state) {
     ckpt_close(r);
     free(before);
     free(after);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
@@ -494,7 +479,7 @@ static void test_usage_errors(void **state) {
     };
     tu_proc *p = malloc(sizeof *p);
     char dir[64], args[1024];
-    make_dir(dir, sizeof dir);
+    tu_make_dir(dir, sizeof dir, "resume");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         /* DIR stands for the temporary directory */
         char *o = args;
@@ -518,7 +503,7 @@ static void test_usage_errors(void **state) {
     assert_non_null(strstr(p->out, "--checkpoint-every"));
     assert_non_null(strstr(p->out, "--model"));
     assert_null(strstr(p->out, "--mem-limit"));
-    remove_dir(dir);
+    tu_remove_dir(dir);
     free(p);
 }
 
