@@ -19,128 +19,10 @@
  * the softmax (3). nonpad_kv_seqlen (opset 24) is refused. RotaryEmbedding: 3-D input with
  * num_heads or 4-D [B, H, S, D], position_ids gathering the caches (else caches are [B, S, d/2]),
  * rotary_embedding_dim, interleaved or split halves. */
-#include "ir-expand-attn.h"
-#include "ir-impl.h"
+#include "ir-expand-build.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---------------------------------------------------------------- a small graph builder */
-
-typedef struct xb {
-    ir_graph *g;
-    const char *base; /* the expanded node's name */
-    int count;
-    ir_diag *d;
-    ir_status st;
-} xb;
-
-static int xb_fail(xb *b, ir_status st) {
-    if (b->st == IR_OK) b->st = st;
-    return -1;
-}
-
-/* A node of op with the given inputs; its output is value out, or a new value when out < 0.
- * Shape inference runs at once, so that the builder can read the shapes it has made. */
-static int xb_op(xb *b, ir_op_kind op, int n_in, const int *in, int out, int n_attrs,
-                 const ir_attr *attrs) {
-    if (b->st) return -1;
-    for (int i = 0; i < n_in; i++)
-        if (in[i] < -1) return xb_fail(b, IR_ERR_INTERNAL);
-    char name[256];
-    snprintf(name, sizeof name, "%s/%s_%d", b->base, ir_op_name(op), b->count++);
-    if (out < 0 && (out = ir_graph_add_value(b->g, name, IR_DTYPE_NONE, NULL)) < 0)
-        return xb_fail(b, IR_ERR_NOMEM);
-    int idx = ir_graph_add_node(b->g, op, name, n_in, in, 1, &out, n_attrs, attrs);
-    if (idx < 0) return xb_fail(b, IR_ERR_NOMEM);
-    ir_status st = ir_node_infer(b->g, &b->g->nodes[idx], b->d);
-    if (st) return xb_fail(b, st);
-    return out;
-}
-
-static int xb_op2(xb *b, ir_op_kind op, int x, int y) {
-    return xb_op(b, op, 2, (int[]){x, y}, -1, 0, NULL);
-}
-
-/* A constant of dtype t and shape s (data: numel elements as double, converted). */
-static int xb_const(xb *b, ir_dtype t, const ir_shape *s, const double *data) {
-    if (b->st) return -1;
-    int64_t n = ir_shape_numel(s);
-    char name[256];
-    snprintf(name, sizeof name, "%s/const_%d", b->base, b->count++);
-    ir_blob *bl = ir_blob_new((size_t)n * ir_dtype_size(t) + 1);
-    int v = bl ? ir_graph_add_value(b->g, name, t, s) : -1;
-    if (v < 0) {
-        ir_blob_unref(bl);
-        return xb_fail(b, IR_ERR_NOMEM);
-    }
-    for (int64_t i = 0; i < n; i++) ir_store_f64(ir_blob_data(bl), t, i, data[i]);
-    b->g->values[v].blob = bl;
-    b->g->values[v].flags |= IR_VF_CONST;
-    return v;
-}
-
-static int xb_scalar(xb *b, ir_dtype t, double v) {
-    return xb_const(b, t, &(ir_shape){0}, &v);
-}
-
-static int xb_ints(xb *b, int n, const int64_t *v) {
-    double dv[IR_MAX_RANK + 1];
-    for (int i = 0; i < n; i++) dv[i] = (double)v[i];
-    return xb_const(b, IR_I64, &(ir_shape){.rank = 1, .dims = {n}}, dv);
-}
-
-static ir_shape xb_shape(const xb *b, int v) {
-    return v >= 0 ? b->g->values[v].shape : (ir_shape){0};
-}
-
-static int xb_reshape(xb *b, int x, int rank, const int64_t *dims, int out) {
-    return xb_op(b, IR_OP_Reshape, 2, (int[]){x, xb_ints(b, rank, dims)}, out, 0, NULL);
-}
-
-static int xb_transpose(xb *b, int x, int rank, const int64_t *perm, int out) {
-    int64_t *p = ir_graph_alloc(b->g, sizeof(int64_t) * (size_t)rank);
-    if (!p) return xb_fail(b, IR_ERR_NOMEM);
-    memcpy(p, perm, sizeof(int64_t) * (size_t)rank);
-    ir_attr a = {.name = "perm", .type = IR_ATTR_INTS, .n = rank, .ints = p};
-    return xb_op(b, IR_OP_Transpose, 1, &x, out, 1, &a);
-}
-
-static int xb_concat(xb *b, int x, int y, int64_t axis, int out) {
-    ir_attr a = {.name = "axis", .type = IR_ATTR_INT, .i = axis};
-    return xb_op(b, IR_OP_Concat, 2, (int[]){x, y}, out, 1, &a);
-}
-
-/* x[..., lo:hi] along axis (opset-13 Slice with constant starts, ends, axes). */
-static int xb_slice(xb *b, int x, int64_t axis, int64_t lo, int64_t hi) {
-    int in[4] = {x, xb_ints(b, 1, &lo), xb_ints(b, 1, &hi), xb_ints(b, 1, &axis)};
-    return xb_op(b, IR_OP_Slice, 4, in, -1, 0, NULL);
-}
-
-static int xb_identity(xb *b, int x, int out) {
-    return xb_op(b, IR_OP_Identity, 1, &x, out, 0, NULL);
-}
-
-/* ---------------------------------------------------------------- splicing */
-
-/* Moves the nodes appended from index n0 on into the place of node idx, which is dropped, and
- * re-derives every producer index. */
-static ir_status splice(ir_graph *g, int idx, int n0, ir_diag *d, const ir_node *n) {
-    int n_new = g->n_nodes - n0;
-    ir_node *tmp = malloc(sizeof(ir_node) * (size_t)(n_new ? n_new : 1));
-    if (!tmp) return ir_node_fail(d, IR_ERR_NOMEM, n, "out of memory expanding the node");
-    memcpy(tmp, &g->nodes[n0], sizeof(ir_node) * (size_t)n_new);
-    memmove(&g->nodes[idx + n_new], &g->nodes[idx + 1], sizeof(ir_node) * (size_t)(n0 - idx - 1));
-    memcpy(&g->nodes[idx], tmp, sizeof(ir_node) * (size_t)n_new);
-    free(tmp);
-    g->n_nodes = n0 - 1 + n_new;
-    for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].producer >= 0) g->values[v].producer = -1;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++)
-            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
-    return IR_OK;
-}
 
 /* ---------------------------------------------------------------- Attention */
 
@@ -163,9 +45,7 @@ static int heads_repeat(xb *b, int x, int64_t rep) {
     return xb_reshape(b, e, 4, d4, -1);
 }
 
-static ir_status expand_attention(ir_graph *g, int idx, ir_diag *d) {
-    /* a copy: adding nodes moves g->nodes (its arrays live in the arena and stay) */
-    const ir_node node = g->nodes[idx], *n = &node;
+ir_status ir_expand_attention(ir_graph *g, const ir_node *n, ir_diag *d) {
     xb b = {.g = g, .base = n->name, .d = d};
     const int q = n->in[0], k = n->in[1], v = n->in[2];
     const int mask = n->n_in > 3 ? n->in[3] : -1, pk = n->n_in > 4 ? n->in[4] : -1,
@@ -289,8 +169,7 @@ static ir_status expand_attention(ir_graph *g, int idx, ir_diag *d) {
 
 /* ---------------------------------------------------------------- RotaryEmbedding */
 
-static ir_status expand_rotary(ir_graph *g, int idx, ir_diag *d) {
-    const ir_node node = g->nodes[idx], *n = &node;
+ir_status ir_expand_rotary(ir_graph *g, const ir_node *n, ir_diag *d) {
     xb b = {.g = g, .base = n->name, .d = d};
     const int x = n->in[0], cc = n->in[1], sc = n->in[2], pos = n->n_in > 3 ? n->in[3] : -1;
     const int out = n->out[0];
@@ -365,23 +244,4 @@ static ir_status expand_rotary(ir_graph *g, int idx, ir_diag *d) {
     else
         xb_reshape(&b, rot, 3, xs.dims, out);
     return b.st;
-}
-
-/* ---------------------------------------------------------------- entry points */
-
-bool ir_expandable_op(const char *domain, const char *op_type) {
-    if (*domain && strcmp(domain, "ai.onnx") != 0) return false;
-    return strcmp(op_type, "Attention") == 0 || strcmp(op_type, "RotaryEmbedding") == 0;
-}
-
-ir_status ir_expand_node(ir_graph *g, int idx, ir_diag *d) {
-    const ir_node *n = &g->nodes[idx];
-    for (int i = 0; i < n->n_in; i++)
-        if (n->in[i] >= 0 && g->values[n->in[i]].dtype == IR_DTYPE_NONE)
-            return ir_node_fail(d, IR_ERR_INTERNAL, n, "input %d has no shape yet", i);
-    const int n0 = g->n_nodes;
-    ir_status st = strcmp(n->op_type, "Attention") == 0 ? expand_attention(g, idx, d)
-                                                        : expand_rotary(g, idx, d);
-    if (st) return st;
-    return splice(g, idx, n0, d, &g->nodes[idx]);
 }

@@ -1,27 +1,39 @@
-/* ir-onnx-functions.c - model-local ONNX functions (ModelProto.functions) expanded at import.
+/* ir-onnx-functions.c - ONNX functions expanded at import: model-local ones (ModelProto.functions)
+ * and the standard ops that ONNX defines by a function body and magpie has no op for
+ * (ir-onnx-stdfn.h: MeanVarianceNormalization, HannWindow, Shrink...).
  *
  * Before the importer reads the main graph, every node whose (domain, op_type, overload) names a
- * function of the model is replaced by the function's body, recursively (a body may call other
- * functions; a cycle or more than FN_MAX_DEPTH nested calls is refused). Per call:
+ * function of the model is replaced by the function's body, and so is every default-domain node
+ * of an op that magpie has neither an op nor an expansion of its own for (ir-expand-attn.h) and
+ * that ONNX gives a body at the model's opset; recursively (a body may call other functions; a
+ * cycle or more than FN_MAX_DEPTH nested calls is refused). A standard body that needs an op
+ * magpie lacks (DynamicQuantizeLinear's QuantizeLinear) is refused in one line naming that op.
+ * Per call:
  *  - the function's formal inputs and outputs become the call's actual names (an omitted
  *    optional input stays omitted: "");
  *  - every other value of the body gets a name unique to the call, "<function>.<k>/<name>" with
  *    k counting the calls, and each body node is named "<call node>/<body node or index>";
  *  - an attribute with ref_attr_name takes the call's attribute of that name (renamed to the body
- *    attribute's own name), else the function's default (FunctionProto.attribute_proto, IR 9),
- *    else it is left out, as ONNX specifies.
+ *    attribute's own name), else the function's default (FunctionProto.attribute_proto, IR 9;
+ *    for a standard op, the schema's default, which the generator stores there), else it is
+ *    left out, as ONNX specifies.
  * The expanded nodes live in an arena (they point into the unpacked message for everything they
  * do not change); ir_onnx_functions_restore puts the graph's own node array back before the
  * message is freed. Bodies with sub-graph attributes (If, Loop, Scan) are refused: renaming inside
  * sub-graphs is not done. The body is read at the model's opsets. */
 #include "ir-onnx-functions.h"
+#include "ir-expand-attn.h"
+#include "ir-onnx-stdfn.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #define FN_MAX_DEPTH 32
 
 typedef struct fn_ctx {
     const Onnx__ModelProto *mp;
+    int64_t opset;           /* the model's default-domain opset */
+    ir_onnx_fn_expansion *x; /* holds the standard bodies unpacked */
     ir_arena *arena;
     ir_diag *d;
     Onnx__NodeProto **out; /* the expanded node list */
@@ -44,8 +56,8 @@ static bool same_domain(const char *a, const char *b) {
 }
 
 /* The model-local function a node calls, or NULL. */
-static const Onnx__FunctionProto *find_function(const Onnx__ModelProto *mp,
-                                                const Onnx__NodeProto *np) {
+static const Onnx__FunctionProto *find_local(const Onnx__ModelProto *mp,
+                                             const Onnx__NodeProto *np) {
     for (size_t i = 0; i < mp->n_functions; i++) {
         const Onnx__FunctionProto *f = mp->functions[i];
         if (!strcmp(nz(f->name), nz(np->op_type)) && same_domain(f->domain, np->domain) &&
@@ -53,6 +65,47 @@ static const Onnx__FunctionProto *find_function(const Onnx__ModelProto *mp,
             return f;
     }
     return NULL;
+}
+
+/* Does magpie read this node as it is: an op of the table, or one it expands itself? */
+static bool magpie_reads(const Onnx__NodeProto *np) {
+    const char *dom = same_domain(np->domain, "") ? "" : nz(np->domain);
+    return ir_op_find(dom, nz(np->op_type)) != IR_OP_OPAQUE ||
+           ir_expandable_op(dom, nz(np->op_type));
+}
+
+/* Index of the standard body a node calls at the model's opset, or -1. */
+static int find_std(int64_t opset, const Onnx__NodeProto *np) {
+    if (!same_domain(np->domain, "") || *nz(np->overload) || magpie_reads(np)) return -1;
+    return ir_onnx_std_fn_find(nz(np->op_type), opset);
+}
+
+static ir_status nomem(fn_ctx *c);
+
+/* The function a node calls (model-local first, then standard), or NULL; *st is set on failure. */
+static const Onnx__FunctionProto *find_function(fn_ctx *c, const Onnx__NodeProto *np,
+                                                ir_status *st) {
+    *st = IR_OK;
+    const Onnx__FunctionProto *f = find_local(c->mp, np);
+    if (f) return f;
+    int k = find_std(c->opset, np);
+    if (k < 0) return NULL;
+    ir_onnx_fn_expansion *x = c->x;
+    if (!x->std_bodies &&
+        !(x->std_bodies = calloc((size_t)ir_onnx_std_fn_count(), sizeof *x->std_bodies))) {
+        *st = nomem(c);
+        return NULL;
+    }
+    x->n_std = (size_t)ir_onnx_std_fn_count();
+    if (!x->std_bodies[k] && !(x->std_bodies[k] = ir_onnx_std_fn_unpack(k))) *st = nomem(c);
+    return x->std_bodies[k];
+}
+
+/* Is f one of the standard bodies? */
+static bool is_std(const fn_ctx *c, const Onnx__FunctionProto *f) {
+    for (size_t k = 0; k < c->x->n_std; k++)
+        if (c->x->std_bodies[k] == f) return true;
+    return false;
 }
 
 static ir_status nomem(fn_ctx *c) {
@@ -122,6 +175,11 @@ static ir_status instantiate(fn_ctx *c, const fn_scope *s, const Onnx__NodeProto
         if (!(np->input[k] = rename_value(c, s, nz(bn->input[k])))) return nomem(c);
     for (size_t k = 0; k < bn->n_output; k++)
         if (!(np->output[k] = rename_value(c, s, nz(bn->output[k])))) return nomem(c);
+    if (is_std(c, s->f) && !magpie_reads(bn) && find_std(c->opset, bn) < 0)
+        return ir_diag_set(c->d, IR_ERR_UNSUPPORTED,
+                           "node '%s' (%s): its ONNX function body needs %s, which magpie does not "
+                           "have",
+                           nz(s->call->name), nz(s->f->name), nz(bn->op_type));
     np->n_attribute = 0;
     for (size_t k = 0; k < bn->n_attribute; k++) {
         Onnx__AttributeProto *a = bn->attribute[k];
@@ -152,7 +210,9 @@ static ir_status instantiate(fn_ctx *c, const fn_scope *s, const Onnx__NodeProto
 static ir_status expand_nodes(fn_ctx *c, Onnx__NodeProto **nodes, size_t n) {
     for (size_t i = 0; i < n; i++) {
         Onnx__NodeProto *np = nodes[i];
-        const Onnx__FunctionProto *f = find_function(c->mp, np);
+        ir_status fst;
+        const Onnx__FunctionProto *f = find_function(c, np, &fst);
+        if (fst != IR_OK) return fst;
         if (!f) {
             if (!push(c, np)) return nomem(c);
             continue;
@@ -190,18 +250,35 @@ static ir_status expand_nodes(fn_ctx *c, Onnx__NodeProto **nodes, size_t n) {
     return IR_OK;
 }
 
+static void free_std(ir_onnx_fn_expansion *x) {
+    for (size_t k = 0; k < x->n_std; k++)
+        if (x->std_bodies[k]) onnx__function_proto__free_unpacked(x->std_bodies[k], NULL);
+    free(x->std_bodies);
+    x->std_bodies = NULL;
+    x->n_std = 0;
+}
+
+static int64_t default_opset(const Onnx__ModelProto *mp) {
+    for (size_t i = 0; i < mp->n_opset_import; i++)
+        if (same_domain(mp->opset_import[i]->domain, ""))
+            return mp->opset_import[i]->has_version ? mp->opset_import[i]->version : 1;
+    return 1;
+}
+
 ir_status ir_onnx_functions_expand(Onnx__ModelProto *mp, ir_onnx_fn_expansion *x, ir_diag *d) {
     memset(x, 0, sizeof *x);
-    if (!mp->graph || mp->n_functions == 0) return IR_OK;
+    if (!mp->graph) return IR_OK;
+    const int64_t opset = default_opset(mp);
     bool any = false;
     for (size_t i = 0; i < mp->graph->n_node && !any; i++)
-        any = find_function(mp, mp->graph->node[i]) != NULL;
+        any = find_local(mp, mp->graph->node[i]) || find_std(opset, mp->graph->node[i]) >= 0;
     if (!any) return IR_OK;
-    fn_ctx c = {.mp = mp, .d = d};
+    fn_ctx c = {.mp = mp, .opset = opset, .x = x, .d = d};
     if (!(c.arena = ir_arena_new())) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     ir_status st = expand_nodes(&c, mp->graph->node, mp->graph->n_node);
     if (st != IR_OK) {
         ir_arena_free(c.arena);
+        free_std(x);
         return st;
     }
     x->arena = c.arena;
@@ -218,5 +295,6 @@ void ir_onnx_functions_restore(Onnx__ModelProto *mp, ir_onnx_fn_expansion *x) {
     mp->graph->node = x->graph_nodes;
     mp->graph->n_node = x->n_graph_nodes;
     ir_arena_free(x->arena);
+    free_std(x);
     memset(x, 0, sizeof *x);
 }
