@@ -10,7 +10,9 @@
  *  - the batch stays splittable: no node breaks it, the labels are sliced with the data, and the
  *    forward (up to the loss's partial sum and the labels' count) and the backward, each split
  *    into 2 and 4 parts along the batch (ce_mlp at batch 64: its batch is dynamic), compute what
- *    the unsplit graph computes, judged against its float64 run. */
+ *    the unsplit graph computes, judged against its float64 run;
+ *  - the CLI: `inspect --train --fission` finds no node that breaks the batch, and the plan of
+ *    `optimize --train --lat-limit 1.10` passes `verify`. */
 #include "test-fission.h"
 #include "test-util.h"
 
@@ -231,10 +233,30 @@ static void test_batch_fission(void **state) {
     ir_graph_free(g);
 }
 
+static void test_cli(void **state) {
+    (void)state;
+    char dir[256], args[1024];
+    tu_make_dir(dir, sizeof dir, "losses");
+    tu_proc p;
+    const char *m = "tests/fixtures/losses/ce_mlp/model.onnx --train --shape batch=64";
+    snprintf(args, sizeof args, "inspect %s --fission", m);
+    tu_magpie(&p, args);
+    if (p.rc != 0 || !strstr(p.out, "no node breaks it"))
+        fail_msg("inspect --fission: rc %d\n%s%s", p.rc, p.out, p.err);
+    snprintf(args, sizeof args, "optimize %s --lat-limit 1.10 --time 2 -o %s/plan --quiet", m, dir);
+    tu_magpie(&p, args);
+    if (p.rc != 0) fail_msg("optimize: rc %d\n%s%s", p.rc, p.out, p.err);
+    snprintf(args, sizeof args, "verify %s %s/plan/optimized.onnx", m, dir);
+    tu_magpie(&p, args);
+    if (p.rc != 0 || !strstr(p.out, "match")) fail_msg("verify: rc %d\n%s%s", p.rc, p.out, p.err);
+    tu_remove_dir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_and_gradients),
         cmocka_unit_test(test_batch_fission),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
