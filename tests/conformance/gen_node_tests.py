@@ -5,7 +5,8 @@
 
 The node tests ship in onnx 1.22's wheel (onnx/backend/test/data/node/<test>/: model.onnx and
 test_data_set_0/{input,output}_<i>.pb). A test is taken when every op of its graph is one magpie
-claims (the default-domain entries of ir/ir-ops.def), its opset is one magpie reads (13 to 23),
+claims (the default-domain entries of ir/ir-ops.def, and the ops the importer expands into them:
+claimed_ops), its opset is one magpie reads (13 to 23),
 its inputs and outputs are plain tensors, and its files are small (--max-bytes). Each becomes
 tests/conformance/node/<test>/ with model.onnx as ONNX wrote it (its own opset), input_<i>.npy and
 output_<i>.npy (the expected outputs, ONNX's numpy reference), and inputs.txt naming the graph input
