@@ -127,7 +127,8 @@ static void test_forward_and_gradients(void **state) {
         ir_train_opts to = {.loss = IR_LOSS_SUM};
         ir_graph *tg = ir_build_training(g, &to, &st, &d);
         if (!tg) fail_msg("%s: training graph: %s", fx->name, d.msg);
-        bind_inputs(fx, tg, in, blobs + 0);
+        for (int i = 0; i < 2; i++) ir_blob_unref(blobs[i]);
+        bind_inputs(fx, tg, in, blobs);
         tu_ref_run(tg, in, 2, &o, &ref, fx->name);
         tu_expect_close(&ref, NULL, &ref.r32, fx->name);
         for (int p = 0; p < 4 && fx->params[p]; p++) {
