@@ -487,6 +487,17 @@ typedef struct ir_import_opts {
     const ir_dtype *const_dtypes;
     const ir_shape *const_shapes;
     ir_blob *const *const_blobs;
+    /* Shapes of the values given for graph inputs at run time (`run -i FILE.npy`): each binds
+     * the symbolic and unknown dimensions of its input to the file's sizes, so a model exported
+     * with a dynamic batch runs without --shape. input_shape_names[i] names the input, or is NULL
+     * for the next data input in graph input order (a positional -i); input_shape_labels[i] (the
+     * file) names it in messages. IR_ERR_SHAPE naming both sides when a symbolic dimension gets
+     * two sizes, when --shape disagrees with a file, or when a file's rank is not its input's.
+     * A name that is not a graph input is left to the caller. */
+    int n_input_shapes;
+    const char *const *input_shape_names;
+    const ir_shape *input_shape_values;
+    const char *const *input_shape_labels;
 } ir_import_opts;
 
 /* The metadata_props key whose value lists the trainable parameters, one name per line: the

@@ -94,8 +94,9 @@ static int fx_node1(fx *f, ir_op_kind op, const char *name, int n_in, const int 
     return fx_node(f, op, name, n_in, in, 1, n_attrs, attrs, NULL);
 }
 
-/* Runs the graph in its 16-bit dtype and in float64 and judges every output. */
-static void fx_judge(fx *f, const char *what) {
+/* Runs the graph in its 16-bit dtype and in float64 and judges every output within ulps units
+ * in the last place of the 16-bit type. */
+static void fx_judge_rtol(fx *f, const char *what, double ulps) {
     const ir_graph *g = f->g;
     char tag[128];
     snprintf(tag, sizeof tag, "%s %s", what, ir_dtype_name(f->t));
@@ -121,10 +122,11 @@ static void fx_judge(fx *f, const char *what) {
         fail_msg("%s: executed peak %zu bytes, simulated %zu", tag, ref.r32.peak_bytes, peak);
 
     double u = f->t == IR_F16 ? ldexp(1, -11) : ldexp(1, -8);
-    rt_check_opts co = {.rtol = 2 * u, .k = 0};
+    rt_check_opts co = {.rtol = ulps * u, .k = 0};
     static rt_out_check res[TU_MAX_CHECK];
     double worst;
-    if (!tu_check(&ref, NULL, &ref.r32, &co, res, &worst)) {
+    bool ok = tu_check(&ref, NULL, &ref.r32, &co, res, &worst);
+    if (!ok) {
         for (int i = 0; i < ref.r32.n_outputs; i++)
             if (!res[i].pass)
                 fail_msg("%s: output '%s': error %.3g > bound %.3g (|ref| %.3g)%s%s", tag,
@@ -137,6 +139,10 @@ static void fx_judge(fx *f, const char *what) {
         if (!res[i].exact) err += res[i].err_opt;
     assert_true(err > 0);
     tu_ref_free(&ref);
+}
+
+static void fx_judge(fx *f, const char *what) {
+    fx_judge_rtol(f, what, 2);
 }
 
 static const ir_dtype types16[] = {IR_F16, IR_BF16};
@@ -355,6 +361,45 @@ static void test_other_ops(void **state) {
     }
 }
 
+/* --train on a 16-bit model: the training graph computes its loss, gradients and updates in the
+ * model's dtype, each node through the same widening, judged against the float64 training graph.
+ * The backward chains many 16-bit roundings, so the bound is 16 units in the last place. */
+static void test_training(void **state) {
+    (void)state;
+    FOR_TYPES {
+        fx f;
+        fx_init(&f, T16, 21);
+        int x = fx_input(&f, "x", TU_SHAPE(4, 6));
+        int w = fx_input(&f, "w", TU_SHAPE(6, 5)), b = fx_input(&f, "b", TU_SHAPE(5));
+        int sc = fx_input_t(&f, "ln.scale", T16, TU_SHAPE(5), 0.5, 1.5);
+        int lb = fx_input(&f, "ln.bias", TU_SHAPE(5));
+        int w2 = fx_input(&f, "w2", TU_SHAPE(5, 3));
+        for (int v = 1; v < f.n_bind; v++) f.g->values[f.bind[v].value].flags |= IR_VF_PARAM;
+        int h, h2, h3, h4, h5, y;
+        int mm[2] = {x, w};
+        tu_add_node1(f.g, IR_OP_MatMul, "mm", 2, mm, 0, NULL, &h);
+        int ad[2] = {h, b};
+        tu_add_node1(f.g, IR_OP_Add, "add", 2, ad, 0, NULL, &h2);
+        int ln[3] = {h2, sc, lb};
+        tu_add_node1(f.g, IR_OP_LayerNormalization, "ln", 3, ln, 0, NULL, &h3);
+        tu_add_node1(f.g, IR_OP_Relu, "relu", 1, &h3, 0, NULL, &h4);
+        int mm2[2] = {h4, w2};
+        tu_add_node1(f.g, IR_OP_MatMul, "mm2", 2, mm2, 0, NULL, &h5);
+        tu_add_node1(f.g, IR_OP_LogSoftmax, "logsoftmax", 1, &h5, 0, NULL, &y);
+        ir_graph_add_output(f.g, y);
+        ir_train_opts to = {.optimizer = IR_OPTIM_NONE}; /* the gradients themselves */
+        ir_status st;
+        ir_diag d = {{0}};
+        ir_graph *tg = ir_build_training(f.g, &to, &st, &d);
+        if (!tg) fail_msg("training graph: %s", d.msg);
+        ir_graph_free(f.g);
+        f.g = tg;
+        assert_true(f.g->n_outputs == 1 + 5);
+        fx_judge_rtol(&f, "training", 16);
+        fx_free(&f);
+    }
+}
+
 /* ir_node_workspace counts the widening copies (what the simulator and the executor allocate). */
 static void test_workspace_counts_widening(void **state) {
     (void)state;
@@ -387,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_grad_ops),
         cmocka_unit_test(test_other_ops),
+        cmocka_unit_test(test_training),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
