@@ -121,7 +121,8 @@ static inline ir_dtype ir_kernel_dtype(ir_dtype t) {
 ir_status ir_check_f32(const ir_kernel_ctx *k);
 /* The float dtype a kernel instantiated for float32 and float64 (ir-float-tmpl.h) runs in: every
  * present float input and output float32, or every one float64 (float32 when there are none).
- * IR_ERR_UNSUPPORTED naming the dtypes otherwise (float16, or a mix). */
+ * IR_ERR_UNSUPPORTED naming the dtypes otherwise (a mix). Such a kernel never sees float16 or
+ * bfloat16: ir_node_run widens them to float32 for every op without IR_OPF_FLOAT16. */
 ir_status ir_kernel_float(const ir_kernel_ctx *k, ir_dtype *t);
 /* The body of a kernel with instances fn_f32 and fn_f64 (ir-float-tmpl.h): picks by dtype. */
 #define IR_KERNEL_BY_FLOAT(k, fn)                                                                  \

@@ -262,14 +262,21 @@ static void test_reduce(void **state) {
         int a1 = fx_const(&f, "axes1", IR_I64, TU_SHAPE(1), ax1);
         int a02 = fx_const(&f, "axes02", IR_I64, TU_SHAPE(2), ax02);
         int r1[2] = {x, a1}, r02[2] = {x, a02};
+        ir_attr am = tu_attr_int("axis", 2);
+        fx_node1(&f, IR_OP_ArgMax, "argmax", 1, &x, 1, &am);
         fx_node1(&f, IR_OP_ReduceSum, "sum", 2, r1, 0, NULL);
         fx_node1(&f, IR_OP_ReduceMean, "mean", 2, r02, 0, NULL);
         fx_node1(&f, IR_OP_ReduceMax, "max", 2, r1, 0, NULL);
         fx_node1(&f, IR_OP_ReduceL2, "l2", 2, r02, 0, NULL);
         fx_node1(&f, IR_OP_ReduceLogSumExp, "lse", 2, r1, 0, NULL);
         fx_node1(&f, IR_OP_ReduceSumSquare, "sumsq", 2, r02, 0, NULL);
-        ir_attr am = tu_attr_int("axis", 2);
-        fx_node1(&f, IR_OP_ArgMax, "argmax", 1, &x, 1, &am);
+        fx_node1(&f, IR_OP_ReduceMin, "min", 2, r02, 0, NULL);
+        fx_node1(&f, IR_OP_ReduceProd, "prod", 2, r1, 0, NULL);
+        fx_node1(&f, IR_OP_ReduceL1, "l1", 2, r1, 0, NULL);
+        int pos = fx_input_t(&f, "pos", T16, TU_SHAPE(3, 4, 5), 0.1, 2);
+        int rp[2] = {pos, a02};
+        fx_node1(&f, IR_OP_ReduceLogSum, "logsum", 2, rp, 0, NULL);
+        fx_node1(&f, IR_OP_ArgMin, "argmin", 1, &x, 1, &am);
         int cs[2] = {x, a1};
         fx_node1(&f, IR_OP_CumSum, "cumsum", 2, cs, 0, NULL);
         fx_judge(&f, "reduce");
@@ -356,6 +363,12 @@ static void test_other_ops(void **state) {
         int grid = fx_input(&f, "grid", TU_SHAPE(1, 3, 3, 2));
         int gs[2] = {gx, grid};
         fx_node1(&f, IR_OP_GridSample, "gridsample", 2, gs, 0, NULL);
+        /* training-mode Dropout draws the same mask in float32 and float64 */
+        const double ratio[] = {0.25}, on[] = {1};
+        int rt = fx_const(&f, "ratio", T16, TU_SHAPE(1), ratio);
+        int tm = fx_const(&f, "training", IR_BOOL, TU_SHAPE(1), on);
+        int dr[3] = {a2, rt, tm};
+        fx_node(&f, IR_OP_Dropout, "dropout", 3, dr, 2, 0, NULL, NULL);
         fx_judge(&f, "other ops");
         fx_free(&f);
     }
@@ -400,6 +413,61 @@ static void test_training(void **state) {
     }
 }
 
+/* A small CNN trained with cross-entropy and momentum: the backward ops of Conv, BatchNorm,
+ * MaxPool, Resize, AveragePool and Gemm, SoftmaxCrossEntropy and MomentumUpdate in 16 bits. */
+static void test_training_cnn(void **state) {
+    (void)state;
+    FOR_TYPES {
+        fx f;
+        fx_init(&f, T16, 21);
+        int x = fx_input(&f, "x", TU_SHAPE(2, 3, 8, 8));
+        int w = fx_input(&f, "w", TU_SHAPE(4, 3, 3, 3)), b = fx_input(&f, "b", TU_SHAPE(4));
+        int sc = fx_input_t(&f, "bn.scale", T16, TU_SHAPE(4), 0.5, 1.5);
+        int bb = fx_input(&f, "bn.bias", TU_SHAPE(4));
+        int w2 = fx_input(&f, "w2", TU_SHAPE(5, 4)), b2 = fx_input(&f, "b2", TU_SHAPE(5));
+        for (int v = 1; v < f.n_bind; v++) f.g->values[f.bind[v].value].flags |= IR_VF_PARAM;
+        int mean = fx_input(&f, "bn.running_mean", TU_SHAPE(4));
+        int var = fx_input_t(&f, "bn.running_var", T16, TU_SHAPE(4), 0.5, 1.5);
+        int64_t pads[4] = {1, 1, 1, 1}, k3[2] = {3, 3}, k2[2] = {2, 2};
+        ir_attr ca[2] = {tu_attr_ints("pads", 4, pads), tu_attr_ints("kernel_shape", 2, k3)};
+        ir_attr pa[2] = {tu_attr_ints("kernel_shape", 2, k2), tu_attr_ints("strides", 2, k2)};
+        int h1, h2, h3, h4, h5, h6, h7, h8, y;
+        int cv[3] = {x, w, b};
+        tu_add_node1(f.g, IR_OP_Conv, "conv", 3, cv, 2, ca, &h1);
+        int bn[5] = {h1, sc, bb, mean, var};
+        tu_add_node1(f.g, IR_OP_BatchNormalization, "bn", 5, bn, 0, NULL, &h2);
+        tu_add_node1(f.g, IR_OP_Relu, "relu", 1, &h2, 0, NULL, &h3);
+        tu_add_node1(f.g, IR_OP_MaxPool, "maxpool", 1, &h3, 2, pa, &h4);
+        const double up[] = {1, 1, 2, 2};
+        int scales = fx_const(&f, "scales", IR_F32, TU_SHAPE(4), up);
+        int rs[3] = {h4, -1, scales};
+        ir_attr lin = tu_attr_str("mode", "linear");
+        tu_add_node1(f.g, IR_OP_Resize, "resize", 3, rs, 1, &lin, &h5);
+        tu_add_node1(f.g, IR_OP_AveragePool, "avgpool", 1, &h5, 2, pa, &h6);
+        tu_add_node1(f.g, IR_OP_GlobalAveragePool, "gap", 1, &h6, 0, NULL, &h7);
+        tu_add_node1(f.g, IR_OP_Flatten, "flatten", 1, &h7, 0, NULL, &h8);
+        int gm[3] = {h8, w2, b2};
+        ir_attr tb = tu_attr_int("transB", 1);
+        tu_add_node1(f.g, IR_OP_Gemm, "fc", 3, gm, 1, &tb, &y);
+        ir_graph_add_output(f.g, y);
+        ir_train_opts to = {.loss = IR_LOSS_CE, .optimizer = IR_OPTIM_MOMENTUM, .lr = 0.5};
+        ir_status st;
+        ir_diag d = {{0}};
+        ir_graph *tg = ir_build_training(f.g, &to, &st, &d);
+        if (!tg) fail_msg("training graph: %s", d.msg);
+        ir_graph_free(f.g);
+        f.g = tg;
+        int labels = ir_graph_find_value(f.g, "labels");
+        assert_true(labels >= 0 && f.n_bind < MAX_BIND);
+        static const int64_t lab[2] = {1, 4};
+        f.bind[f.n_bind++] = (rt_binding){
+            .value = labels, .dtype = IR_I64, .shape = f.g->values[labels].shape, .data = lab};
+        f.data[f.n_bind - 1] = NULL;
+        fx_judge_rtol(&f, "cnn training", 16);
+        fx_free(&f);
+    }
+}
+
 /* ir_node_workspace counts the widening copies (what the simulator and the executor allocate). */
 static void test_workspace_counts_widening(void **state) {
     (void)state;
@@ -433,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_grad_ops),
         cmocka_unit_test(test_other_ops),
         cmocka_unit_test(test_training),
+        cmocka_unit_test(test_training_cnn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
