@@ -394,7 +394,8 @@ static void test_training(void **state) {
         int ad[2] = {h, b};
         tu_add_node1(f.g, IR_OP_Add, "add", 2, ad, 0, NULL, &h2);
         int ln[3] = {h2, sc, lb};
-        tu_add_node1(f.g, IR_OP_LayerNormalization, "ln", 3, ln, 0, NULL, &h3);
+        ir_attr stash = tu_attr_int("stash_type", 16); /* statistics in bfloat16 */
+        tu_add_node1(f.g, IR_OP_LayerNormalization, "ln", 3, ln, 1, &stash, &h3);
         tu_add_node1(f.g, IR_OP_Relu, "relu", 1, &h3, 0, NULL, &h4);
         int mm2[2] = {h4, w2};
         tu_add_node1(f.g, IR_OP_MatMul, "mm2", 2, mm2, 0, NULL, &h5);
