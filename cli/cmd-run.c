@@ -19,7 +19,9 @@ typedef struct run_ctx {
     const cli_opts *o;
     int *bound_by;     /* per value: index into o->inputs, -1 when unbound */
     int *which;        /* per -i: the value it binds */
-    ir_blob **blobs;   /* per -i */
+    ir_blob **blobs;   /* per -i: the file's data, read before the import */
+    ir_dtype *dtypes;  /* per -i */
+    ir_shape *shapes;  /* per -i: they bind the model's symbolic dimensions */
     rt_binding *binds; /* per -i */
     ir_diag d;
 } run_ctx;
@@ -82,16 +84,24 @@ static int resolve(run_ctx *c) {
     return CLI_EXIT_OK;
 }
 
-/* Reads every -i file and checks it against its input, naming the file on a mismatch. */
+/* Reads every -i file, before the import: their shapes bind the model's symbolic dimensions. */
+static int read_inputs(run_ctx *c) {
+    for (int k = 0; k < c->o->n_inputs; k++) {
+        const char *path = c->o->inputs[k].path;
+        ir_status st = ir_npy_read(path, &c->dtypes[k], &c->shapes[k], &c->blobs[k], &c->d);
+        if (st != IR_OK) return cli_fail_ir(st, &c->d, path);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Checks every -i file against the input it binds, naming the file on a mismatch. */
 static int load_inputs(run_ctx *c) {
     const ir_graph *g = c->g;
     for (int k = 0; k < c->o->n_inputs; k++) {
         const char *path = c->o->inputs[k].path;
         const ir_value *v = &g->values[c->which[k]];
-        ir_dtype t;
-        ir_shape s;
-        ir_status st = ir_npy_read(path, &t, &s, &c->blobs[k], &c->d);
-        if (st != IR_OK) return cli_fail_ir(st, &c->d, path);
+        ir_dtype t = c->dtypes[k];
+        ir_shape s = c->shapes[k];
         if (t != v->dtype || !ir_shape_eq(&s, &v->shape)) {
             char want[256], got[256];
             return cli_fail(CLI_EXIT_USAGE,
@@ -255,16 +265,39 @@ int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o) {
     out_file *files = NULL;
     char **made = NULL;
     int n_made = 0, *order = NULL;
-    ir_graph *g = cli_load_graph(c.model, o, false, &code);
-    if (!g) return code;
-    c.g = g;
+    ir_graph *g = NULL;
     size_t ni = (size_t)o->n_inputs + 1;
+    c.blobs = calloc(ni, sizeof *c.blobs);
+    c.dtypes = calloc(ni, sizeof *c.dtypes);
+    c.shapes = calloc(ni, sizeof *c.shapes);
+    const char **names = calloc(ni, sizeof *names), **labels = calloc(ni, sizeof *labels);
+    if (!c.blobs || !c.dtypes || !c.shapes || !names || !labels) {
+        free(names);
+        free(labels);
+        code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    code = read_inputs(&c);
+    /* The import binds symbolic dimensions to the files' sizes (ir_import_opts.input_shape_*). */
+    cli_opts oi = *o;
+    for (int k = 0; k < o->n_inputs; k++) {
+        names[k] = o->inputs[k].name;
+        labels[k] = o->inputs[k].path;
+    }
+    oi.imp.n_input_shapes = o->n_inputs;
+    oi.imp.input_shape_names = names;
+    oi.imp.input_shape_values = c.shapes;
+    oi.imp.input_shape_labels = labels;
+    if (code == CLI_EXIT_OK) g = cli_load_graph(c.model, &oi, false, &code);
+    free(names);
+    free(labels);
+    if (!g) goto out;
+    c.g = g;
     c.bound_by = malloc((size_t)g->n_values * sizeof *c.bound_by + 1);
     c.which = calloc(ni, sizeof *c.which);
-    c.blobs = calloc(ni, sizeof *c.blobs);
     c.binds = calloc(ni, sizeof *c.binds);
     files = calloc((size_t)g->n_outputs + 1, sizeof *files);
-    if (!c.bound_by || !c.which || !c.blobs || !c.binds || !files) {
+    if (!c.bound_by || !c.which || !c.binds || !files) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
@@ -311,7 +344,7 @@ int cli_cmd_run(const cli_cmd *cmd, const cli_opts *o) {
 out:
     for (int i = 0; i < n_made; i++) free(made[i]); /* success: the directories stay */
     free(made);
-    for (int i = 0; files && i < g->n_outputs; i++) {
+    for (int i = 0; files && g && i < g->n_outputs; i++) {
         free(files[i].final);
         free(files[i].tmp);
     }
@@ -320,6 +353,8 @@ out:
     rt_result_free(&r);
     for (int k = 0; c.blobs && k < o->n_inputs; k++) ir_blob_unref(c.blobs[k]);
     free(c.blobs);
+    free(c.dtypes);
+    free(c.shapes);
     free(c.binds);
     free(c.which);
     free(c.bound_by);

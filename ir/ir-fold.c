@@ -97,7 +97,7 @@ static ir_status fold_node(ir_graph *g, int idx, bool weights, bool *folded, ir_
                        .workspace_bytes = ws_bytes,
                        .seed = 0,
                        .diag = &kd};
-    ir_status kst = def->kernel(&k);
+    ir_status kst = ir_node_run(&k);
     if (kst == IR_ERR_UNSUPPORTED) goto out; /* the executor may still run it; keep the node */
     if (kst != IR_OK) {
         if (kd.msg[0] && strncmp(kd.msg, "node '", 6) == 0)

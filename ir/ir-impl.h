@@ -107,6 +107,13 @@ static inline int64_t ir_tensor_numel(const ir_tensor *t) {
  * more than max (inference has already rejected that). */
 int ir_tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max);
 
+/* The dtype the kernel of an op without IR_OPF_FLOAT16 computes a value of dtype t in: ir_node_run
+ * widens float16 and bfloat16 to float32 for it. Workspace callbacks that size scratch by the
+ * element type use this, not the value's own dtype. */
+static inline ir_dtype ir_kernel_dtype(ir_dtype t) {
+    return (t == IR_F16 || t == IR_BF16) ? IR_F32 : t;
+}
+
 /* IR_ERR_UNSUPPORTED (with a message) unless every present float input is float32: for a kernel
  * that runs float32 only. No op of the table has one today (every float op also runs float64, the
  * reference of ir_graph_to_f64): a new kernel should be a template instantiated by
@@ -114,7 +121,8 @@ int ir_tensor_ints(const ir_kernel_ctx *k, int i, int64_t *out, int max);
 ir_status ir_check_f32(const ir_kernel_ctx *k);
 /* The float dtype a kernel instantiated for float32 and float64 (ir-float-tmpl.h) runs in: every
  * present float input and output float32, or every one float64 (float32 when there are none).
- * IR_ERR_UNSUPPORTED naming the dtypes otherwise (float16, or a mix). */
+ * IR_ERR_UNSUPPORTED naming the dtypes otherwise (a mix). Such a kernel never sees float16 or
+ * bfloat16: ir_node_run widens them to float32 for every op without IR_OPF_FLOAT16. */
 ir_status ir_kernel_float(const ir_kernel_ctx *k, ir_dtype *t);
 /* The body of a kernel with instances fn_f32 and fn_f64 (ir-float-tmpl.h): picks by dtype. */
 #define IR_KERNEL_BY_FLOAT(k, fn)                                                                  \

@@ -89,6 +89,13 @@ typedef struct importer {
     name_map infos;      /* value_info / graph output name -> index (+1 for outputs: see below) */
     bool *folded_init;   /* per initializer (= value id): exported by magpie as a folded constant */
     unsigned char *skip; /* per node: 1 unsupported, 2 unsupported and cannot be opaque */
+    int *hint_of;        /* per graph input (gp->input): its opts->input_shape_* entry, or -1 */
+    /* symbolic dimensions bound by those shapes (bind_file_dims), each with where it came from */
+    struct {
+        const char *param, *input, *label;
+        int64_t size;
+    } syms[64];
+    int n_syms;
 } importer;
 
 static const char *nz(const char *s) {
@@ -139,11 +146,20 @@ static int shape_entry(const importer *im, const char *name) {
     return -1;
 }
 
+/* The size a file given for an input (opts->input_shape_*) bound symbolic dimension param to, or
+ * -1. */
+static int64_t sym_size(const importer *im, const char *param) {
+    for (int i = 0; i < im->n_syms; i++)
+        if (strcmp(im->syms[i].param, param) == 0) return im->syms[i].size;
+    return -1;
+}
+
 /* Reads a value's tensor type. For a graph input (is_input), --shape may give the whole shape
- * or its symbolic dims, and failures are explained; otherwise (value_info of an opaque node's
- * output) a failure returns IR_ERR_INVALID without a message and the caller explains. */
+ * or its symbolic dims, a file given for it (hint, or NULL) binds them, and failures are
+ * explained; otherwise (value_info of an opaque node's output) a failure returns IR_ERR_INVALID
+ * without a message and the caller explains. */
 static ir_status read_type(importer *im, const char *vname, const Onnx__TypeProto *tp,
-                           bool is_input, ir_dtype *dt, ir_shape *s) {
+                           bool is_input, const ir_shape *hint, ir_dtype *dt, ir_shape *s) {
     ir_diag *d = is_input ? im->d : NULL;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
@@ -188,6 +204,15 @@ static ir_status read_type(importer *im, const char *vname, const Onnx__TypeProt
                                 ? nz(dim->dim_param)
                                 : "";
         int e = *param ? shape_entry(im, param) : -1;
+        int64_t bound = *param ? sym_size(im, param) : -1;
+        if (e < 0 && bound >= 0) {
+            s->dims[i] = bound;
+            continue;
+        }
+        if (e < 0 && !*param && hint && hint->rank == s->rank) {
+            s->dims[i] = hint->dims[i];
+            continue;
+        }
         if (e < 0) {
             if (*param)
                 return ir_diag_set(d, IR_ERR_INVALID,
@@ -264,7 +289,9 @@ static ir_status add_inputs(importer *im) {
         }
         ir_dtype dt;
         ir_shape s = {0};
-        ir_status st = read_type(im, name, vi->type, true, &dt, &s);
+        int h = im->hint_of ? im->hint_of[i] : -1;
+        ir_status st = read_type(im, name, vi->type, true,
+                                 h >= 0 ? &im->opts->input_shape_values[h] : NULL, &dt, &s);
         if (st != IR_OK) return st;
         int v = ir_graph_add_value(im->g, name, dt, &s);
         if (v < 0 || !map_put(&im->values, im->g->values[v].name, v)) return nomem(im);
@@ -282,6 +309,101 @@ static ir_status add_inputs(importer *im) {
                                ir_shape_str(&o->const_shapes[c], s2, sizeof s2));
         im->g->values[v].blob = ir_blob_ref(o->const_blobs[c]);
         im->g->values[v].flags |= IR_VF_CONST;
+    }
+    return IR_OK;
+}
+
+/* True when graph input i (gp->input) is an initializer listed among the inputs (before IR
+ * version 4) or given its value at import: not an input a run binds. */
+static bool input_is_resident(const importer *im, size_t i) {
+    const char *name = nz(im->gp->input[i]->name);
+    int v = map_get(&im->values, name);
+    return (v >= 0 && (im->g->values[v].flags & IR_VF_INITIALIZER)) || const_entry(im, name) >= 0;
+}
+
+/* Is graph input `name`, the k-th run-time input, a data input (classify's rule)? */
+static bool is_data_input(const importer *im, const char *name, int k) {
+    const ir_import_opts *o = im->opts;
+    if (o->n_data == 0) return k == 0;
+    for (int i = 0; i < o->n_data; i++)
+        if (o->data_names[i] && strcmp(o->data_names[i], name) == 0) return true;
+    return false;
+}
+
+/* Matches the shapes given for inputs (opts->input_shape_*: named, or positional for the data
+ * inputs in graph input order) to graph inputs, and binds the symbolic dimensions of each to
+ * its file's sizes, checking them against each other and against --shape. read_type then reads
+ * the bound sizes. */
+static ir_status bind_file_dims(importer *im) {
+    const ir_import_opts *o = im->opts;
+    if (o->n_input_shapes <= 0) return IR_OK;
+    if (!(im->hint_of = malloc(sizeof(int) * (im->gp->n_input + 1)))) return nomem(im);
+    int k = 0, next_pos = 0; /* run-time inputs seen; next positional entry */
+    for (size_t i = 0; i < im->gp->n_input; i++) {
+        im->hint_of[i] = -1;
+        if (input_is_resident(im, i)) continue;
+        const char *name = nz(im->gp->input[i]->name);
+        for (int e = 0; e < o->n_input_shapes && im->hint_of[i] < 0; e++)
+            if (o->input_shape_names[e] && strcmp(o->input_shape_names[e], name) == 0)
+                im->hint_of[i] = e;
+        if (im->hint_of[i] < 0 && is_data_input(im, name, k)) {
+            while (next_pos < o->n_input_shapes && o->input_shape_names[next_pos]) next_pos++;
+            if (next_pos < o->n_input_shapes) im->hint_of[i] = next_pos++;
+        }
+        k++;
+    }
+    char s1[128], s2[128];
+    for (size_t i = 0; i < im->gp->n_input; i++) {
+        int h = im->hint_of[i];
+        const Onnx__TypeProto *tp = im->gp->input[i]->type;
+        if (h < 0 || !tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+            !tp->tensor_type)
+            continue;
+        const char *name = nz(im->gp->input[i]->name), *file = nz(o->input_shape_labels[h]);
+        const ir_shape *fs = &o->input_shape_values[h];
+        int whole = shape_entry(im, name);
+        if (whole >= 0 && !ir_shape_eq(&o->shape_values[whole], fs))
+            return ir_diag_set(im->d, IR_ERR_SHAPE,
+                               "--shape %s=%s disagrees with %s, which holds %s", name,
+                               ir_shape_str(&o->shape_values[whole], s1, sizeof s1), file,
+                               ir_shape_str(fs, s2, sizeof s2));
+        const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+        if (!sp || whole >= 0) continue;
+        if (sp->n_dim != (size_t)fs->rank)
+            return ir_diag_set(im->d, IR_ERR_SHAPE,
+                               "%s holds %s, of rank %d; input '%s' has rank %zu", file,
+                               ir_shape_str(fs, s1, sizeof s1), fs->rank, name, sp->n_dim);
+        for (int j = 0; j < fs->rank; j++) {
+            const Onnx__TensorShapeProto__Dimension *dim = sp->dim[j];
+            if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ||
+                !*nz(dim->dim_param))
+                continue;
+            const char *param = dim->dim_param;
+            int64_t size = fs->dims[j];
+            int e = shape_entry(im, param);
+            if (e >= 0 && o->shape_values[e].rank == 1 && o->shape_values[e].dims[0] != size)
+                return ir_diag_set(im->d, IR_ERR_SHAPE,
+                                   "--shape %s=%lld disagrees with %s: dimension %d of input '%s' "
+                                   "('%s') is %lld there",
+                                   param, (long long)o->shape_values[e].dims[0], file, j, name,
+                                   param, (long long)size);
+            if (e >= 0) continue;
+            int s = 0;
+            while (s < im->n_syms && strcmp(im->syms[s].param, param) != 0) s++;
+            if (s < im->n_syms && im->syms[s].size != size)
+                return ir_diag_set(im->d, IR_ERR_SHAPE,
+                                   "symbolic dimension '%s' is %lld in input '%s' (%s) but %lld in "
+                                   "input '%s' (%s)",
+                                   param, (long long)im->syms[s].size, im->syms[s].input,
+                                   im->syms[s].label, (long long)size, name, file);
+            if (s == im->n_syms && s < (int)(sizeof im->syms / sizeof im->syms[0])) {
+                im->syms[s].param = param;
+                im->syms[s].input = name;
+                im->syms[s].label = file;
+                im->syms[s].size = size;
+                im->n_syms++;
+            }
+        }
     }
     return IR_OK;
 }
@@ -561,7 +683,7 @@ static bool declare_opaque_outputs(importer *im, ir_node *n) {
         const Onnx__TypeProto *tp = declared_type(im, v->name);
         ir_dtype dt;
         ir_shape s = {0};
-        if (!tp || read_type(im, v->name, tp, false, &dt, &s) != IR_OK) return false;
+        if (!tp || read_type(im, v->name, tp, false, NULL, &dt, &s) != IR_OK) return false;
         v->dtype = dt;
         v->shape = s;
     }
@@ -732,6 +854,7 @@ static ir_status import_model(importer *im) {
     if (!(g->name = ir_graph_strdup(g, nz(im->gp->name)))) return nomem(im);
     if ((st = add_initializers(im)) != IR_OK) return st;
     if ((st = check_shape_opts(im)) != IR_OK) return st;
+    if ((st = bind_file_dims(im)) != IR_OK) return st;
     if ((st = add_inputs(im)) != IR_OK) return st;
     if (!(im->skip = calloc(im->gp->n_node + 1, 1))) return nomem(im);
     for (size_t i = 0; i < im->gp->n_node; i++)
@@ -787,6 +910,7 @@ out:
     map_free(&im.infos);
     free(im.folded_init);
     free(im.skip);
+    free(im.hint_of);
     if (st != IR_OK) {
         ir_diag_prefix(d, im.file);
         ir_graph_free(im.g);

@@ -30,8 +30,7 @@ ir_op_kind ir_op_find(const char *domain, const char *op_type) {
 
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_op_def *def = ir_op_get(n->op);
-    if (!def || !def->infer)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "op is not supported");
+    if (!def || !def->infer) return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "op is not supported");
     if (n->n_in < def->min_in || n->n_in > def->max_in || n->n_out < def->min_out ||
         n->n_out > def->max_out)
         return ir_node_fail(d, IR_ERR_INVALID, n,
@@ -50,11 +49,6 @@ double ir_node_flops(const ir_graph *g, const ir_node *n) {
     return (def && def->flops) ? def->flops(g, n) : 0.0;
 }
 
-size_t ir_node_workspace(const ir_graph *g, const ir_node *n) {
-    const ir_op_def *def = ir_op_get(n->op);
-    return (def && def->workspace) ? def->workspace(g, n) : 0;
-}
-
 int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out) {
     const ir_op_def *def = ir_op_get(n->op);
     return (def && def->dims) ? def->dims(g, n, out) : 0;
@@ -63,7 +57,9 @@ int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out) {
 double ir_node_bytes(const ir_graph *g, const ir_node *n) {
     const ir_op_def *def = ir_op_get(n->op);
     if (def && def->bytes) return def->bytes(g, n);
-    double bytes = (double)ir_node_workspace(g, n);
+    /* The op's own workspace: the widening copies of ir_node_run (ir-widen.c) are the CPU
+     * executor's, a device reads its 16-bit floats directly. */
+    double bytes = (def && def->workspace) ? (double)def->workspace(g, n) : 0.0;
     for (int i = 0; i < n->n_in; i++) {
         const ir_value *v = ir_node_in(g, n, i);
         if (v) bytes += (double)ir_value_bytes(v);

@@ -287,7 +287,9 @@ typedef struct ir_kernel_ctx {
     int n_in, n_out;
     const ir_tensor *in;
     ir_tensor *out;
-    void *workspace; /* op_def->workspace(graph, node) bytes, 64-byte aligned */
+    /* ir_node_workspace(graph, node) bytes, 64-byte aligned; the op's kernel itself sees its own
+     * op_def->workspace bytes (ir_node_run keeps the rest for its 16-bit widening) */
+    void *workspace;
     size_t workspace_bytes;
     /* Bit i: in[i] is a transposed operand (ir_value_view_of): its data is the base's, laid out
      * with in[i].shape's last two axes swapped. Only the executor sets it, and only for MatMul's
@@ -318,6 +320,10 @@ enum ir_op_flags {
      * (Reshape, Flatten, Squeeze, Unsqueeze; Transpose when it is a transposed operand).
      * ir_value_view_of says when it is one. */
     IR_OPF_VIEW = 1u << 6,
+    /* The kernel reads and writes float16 and bfloat16 itself: the element-wise ops (in float32
+     * blocks, rounded once on the store) and the ops that only move or select elements. Without
+     * it, ir_node_run widens a node's 16-bit float tensors to float32 for the kernel. */
+    IR_OPF_FLOAT16 = 1u << 7,
 };
 
 struct ir_grad_ctx; /* ir-autodiff.h */
@@ -439,7 +445,20 @@ ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);
 double ir_node_flops(const ir_graph *g, const ir_node *n);
 /* The node's dimension links (0 when its op has none); out has IR_MAX_DIMLINKS entries. */
 int ir_node_dims(const ir_graph *g, const ir_node *n, ir_dimlink *out);
+/* Bytes of scratch the node needs while it runs: the op's workspace callback, plus, for a node
+ * ir_node_run widens, a float32 copy of each 16-bit float input and output (each part starts
+ * 64-byte aligned). The simulator and the executor both count exactly this. */
 size_t ir_node_workspace(const ir_graph *g, const ir_node *n);
+/* The widening part of ir_node_workspace: 0 when the node's op has IR_OPF_FLOAT16 or the node has
+ * no float16/bfloat16 input or output. */
+size_t ir_node_widen_bytes(const ir_graph *g, const ir_node *n);
+/* Runs k->node's CPU kernel; every caller (executor, constant folding, profiler) goes through it.
+ * k->workspace holds ir_node_workspace bytes. A node whose op lacks IR_OPF_FLOAT16 and that has
+ * float16/bfloat16 inputs or outputs runs its kernel's float32 form: those inputs are widened
+ * into the workspace's tail, the kernel writes float32 there, and each 16-bit output is rounded
+ * once on the store, as onnxruntime's CPU kernels compute 16-bit floats. Integer and float32
+ * tensors (indices, shapes, scales) are passed as they are. */
+ir_status ir_node_run(const ir_kernel_ctx *k);
 /* Bytes the node moves (the op's bytes callback, else inputs + outputs + workspace). */
 double ir_node_bytes(const ir_graph *g, const ir_node *n);
 
@@ -468,6 +487,17 @@ typedef struct ir_import_opts {
     const ir_dtype *const_dtypes;
     const ir_shape *const_shapes;
     ir_blob *const *const_blobs;
+    /* Shapes of the values given for graph inputs at run time (`run -i FILE.npy`): each binds
+     * the symbolic and unknown dimensions of its input to the file's sizes, so a model exported
+     * with a dynamic batch runs without --shape. input_shape_names[i] names the input, or is NULL
+     * for the next data input in graph input order (a positional -i); input_shape_labels[i] (the
+     * file) names it in messages. IR_ERR_SHAPE naming both sides when a symbolic dimension gets
+     * two sizes, when --shape disagrees with a file, or when a file's rank is not its input's.
+     * A name that is not a graph input is left to the caller. */
+    int n_input_shapes;
+    const char *const *input_shape_names;
+    const ir_shape *input_shape_values;
+    const char *const *input_shape_labels;
 } ir_import_opts;
 
 /* The metadata_props key whose value lists the trainable parameters, one name per line: the

@@ -550,7 +550,7 @@ static ir_status bin_kernel(const ir_kernel_ctx *k) {
 /* ---------------------------------------------------------------- the op table entries */
 
 #define BIN_DEF(name_, lo_in, hi_in, flags_, ws, ...)                                              \
-    IR_OP_DEF(name_, lo_in, hi_in, 1, 1, .flags = IR_OPF_ELEMENTWISE | (flags_),                   \
+    IR_OP_DEF(name_, lo_in, hi_in, 1, 1, .flags = IR_OPF_ELEMENTWISE | IR_OPF_FLOAT16 | (flags_),  \
               .infer = bin_infer, .flops = bin_flops, .workspace = ws, .kernel = bin_kernel,       \
               .dims = ir_dims_elementwise, __VA_ARGS__);
 

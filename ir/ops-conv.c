@@ -199,14 +199,14 @@ static size_t conv_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
     return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
-           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
+           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
 }
 
 static size_t convt_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, true, &cg, NULL)) return 0;
     return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_prod3(cg.in)) *
-           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
+           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
 }
 
 /* The valid output columns of the first DW_TAB kernel columns, hoisted out of the row loops

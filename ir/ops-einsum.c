@@ -201,10 +201,9 @@ static ir_status einsum_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_status st = ir_einsum_of(g, n, &e, d);
     if (st) return st;
     ir_dtype t = ir_node_in(g, n, 0)->dtype;
-    if (t != IR_F32 && t != IR_F64 && t != IR_I32 && t != IR_I64)
+    if (!ir_dtype_is_float(t) && t != IR_I32 && t != IR_I64)
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                            "dtype %s (float32, float64, int32 and int64 are supported)",
-                            ir_dtype_name(t));
+                            "dtype %s (floats, int32 and int64 are supported)", ir_dtype_name(t));
     for (int i = 1; i < n->n_in; i++)
         if (ir_node_in(g, n, i)->dtype != t)
             return ir_node_fail(d, IR_ERR_SHAPE, n, "input %d is %s but input 0 is %s", i,

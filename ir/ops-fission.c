@@ -257,10 +257,12 @@ static double accumulate_bytes(const ir_graph *g, const ir_node *n) {
 
 /* ---------------------------------------------------------------- the op table entries */
 
-IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .infer = buffer_infer, .kernel = buffer_kernel);
-IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .infer = slice_infer, .kernel = slice_kernel,
-                 .bytes = slice_bytes);
-IR_MAGPIE_OP_DEF(FissionAssemble, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = assemble_infer,
-                 .kernel = assemble_kernel, .bytes = assemble_bytes);
-IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 3, 1, 1, .flags = IR_OPF_INPLACE, .infer = accumulate_infer,
-                 .flops = accumulate_flops, .kernel = accumulate_kernel, .bytes = accumulate_bytes);
+IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .flags = IR_OPF_FLOAT16, .infer = buffer_infer,
+                 .kernel = buffer_kernel);
+IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .flags = IR_OPF_FLOAT16, .infer = slice_infer,
+                 .kernel = slice_kernel, .bytes = slice_bytes);
+IR_MAGPIE_OP_DEF(FissionAssemble, 2, 3, 1, 1, .flags = IR_OPF_INPLACE | IR_OPF_FLOAT16,
+                 .infer = assemble_infer, .kernel = assemble_kernel, .bytes = assemble_bytes);
+IR_MAGPIE_OP_DEF(FissionAccumulate, 2, 3, 1, 1, .flags = IR_OPF_INPLACE | IR_OPF_FLOAT16,
+                 .infer = accumulate_infer, .flops = accumulate_flops, .kernel = accumulate_kernel,
+                 .bytes = accumulate_bytes);

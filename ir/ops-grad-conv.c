@@ -110,7 +110,7 @@ static size_t gw_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (gw_parse(g, n, &cg, NULL) || pointwise(&cg) || cg.C == cg.group) return 0;
     return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
-           ir_dtype_size(ir_node_in(g, n, 0)->dtype);
+           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
 }
 
 #define IR_TMPL "ops-grad-conv-kern.h"

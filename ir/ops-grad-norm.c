@@ -106,9 +106,9 @@ static ir_status lng_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     if (ir_shape_numel(&sc->shape) != inner && (st = need_numel(g, n, 2, 1, d))) return st;
     if ((st = need_numel(g, n, 3, rows, d)) || (st = need_numel(g, n, 4, rows, d))) return st;
     for (int i = 3; i < 5; i++) /* the forward's stash type */
-        if (ir_node_in(g, n, i)->dtype != IR_F32 && ir_node_in(g, n, i)->dtype != IR_F64)
+        if (!ir_dtype_is_float(ir_node_in(g, n, i)->dtype))
             return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                                "Mean and InvStdDev must be float32 or float64, not %s",
+                                "Mean and InvStdDev must be floats, not %s",
                                 ir_dtype_name(ir_node_in(g, n, i)->dtype));
     ir_shape ns = {.rank = x->shape.rank - axis};
     for (int i = axis; i < x->shape.rank; i++) ns.dims[i - axis] = x->shape.dims[i];

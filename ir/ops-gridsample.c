@@ -76,9 +76,8 @@ static ir_status gs_parse(const ir_node *n, const ir_shape *xs, const ir_shape *
 
 static ir_status gs_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *grid = ir_node_in(g, n, 1);
-    if ((x->dtype != IR_F32 && x->dtype != IR_F64) || grid->dtype != x->dtype)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                            "X %s and grid %s: float32 or float64, both the same",
+    if (!ir_dtype_is_float(x->dtype) || grid->dtype != x->dtype)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "X %s and grid %s: floats of one dtype",
                             ir_dtype_name(x->dtype), ir_dtype_name(grid->dtype));
     gs_geom gg;
     ir_status st = gs_parse(n, &x->shape, &grid->shape, &gg, d);

@@ -20,8 +20,8 @@ typedef struct gn_geom {
 static ir_status gn_parse(const ir_graph *g, const ir_node *n, gn_geom *gg, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0), *sc = ir_node_in(g, n, 1), *b = ir_node_in(g, n, 2);
     char s1[96];
-    if (x->dtype != IR_F32 && x->dtype != IR_F64)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "X is %s; float32 and float64 are supported",
+    if (!ir_dtype_is_float(x->dtype))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "X is %s; expected a float type",
                             ir_dtype_name(x->dtype));
     if (x->shape.rank < 2)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X has shape %s; expected (N, C, ...)",

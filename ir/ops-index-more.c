@@ -272,6 +272,9 @@ static int oh_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(GatherND, 2, 2, 1, 1, .infer = gnd_infer, .kernel = gnd_kernel, .dims = gnd_dims);
-IR_OP_DEF(ScatterElements, 3, 3, 1, 1, .infer = se_infer, .kernel = se_kernel, .dims = se_dims);
-IR_OP_DEF(OneHot, 3, 3, 1, 1, .infer = oh_infer, .kernel = oh_kernel, .dims = oh_dims);
+IR_OP_DEF(GatherND, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = gnd_infer, .kernel = gnd_kernel,
+          .dims = gnd_dims);
+IR_OP_DEF(ScatterElements, 3, 3, 1, 1, .flags = IR_OPF_FLOAT16, .infer = se_infer,
+          .kernel = se_kernel, .dims = se_dims);
+IR_OP_DEF(OneHot, 3, 3, 1, 1, .flags = IR_OPF_FLOAT16, .infer = oh_infer, .kernel = oh_kernel,
+          .dims = oh_dims);

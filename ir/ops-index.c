@@ -112,8 +112,8 @@ static int gather_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Gather, 2, 2, 1, 1, .infer = gather_infer, .kernel = gather_kernel,
-          .grad = ir_grad_Gather, .dims = gather_dims);
+IR_OP_DEF(Gather, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = gather_infer,
+          .kernel = gather_kernel, .grad = ir_grad_Gather, .dims = gather_dims);
 
 /* ---------------------------------------------------------------- GatherElements */
 
@@ -194,7 +194,7 @@ static int gather_elements_dims(const ir_graph *g, const ir_node *n, ir_dimlink 
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(GatherElements, 2, 2, 1, 1, .infer = gather_elements_infer,
+IR_OP_DEF(GatherElements, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = gather_elements_infer,
           .kernel = gather_elements_kernel, .grad = ir_grad_GatherElements,
           .dims = gather_elements_dims);
 
@@ -354,8 +354,8 @@ static int scatter_nd_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(ScatterND, 3, 3, 1, 1, .infer = scatter_nd_infer, .flops = scatter_flops,
-          .kernel = scatter_nd_kernel, .dims = scatter_nd_dims);
+IR_OP_DEF(ScatterND, 3, 3, 1, 1, .flags = IR_OPF_FLOAT16, .infer = scatter_nd_infer,
+          .flops = scatter_flops, .kernel = scatter_nd_kernel, .dims = scatter_nd_dims);
 
 /* ---------------------------------------------------------------- Trilu */
 
@@ -415,5 +415,5 @@ static int trilu_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Trilu, 1, 2, 1, 1, .infer = trilu_infer, .kernel = trilu_kernel, .grad = ir_grad_Trilu,
-          .dims = trilu_dims);
+IR_OP_DEF(Trilu, 1, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = trilu_infer, .kernel = trilu_kernel,
+          .grad = ir_grad_Trilu, .dims = trilu_dims);

@@ -214,7 +214,7 @@ static int transpose_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Transpose, 1, 1, 1, 1, .flags = IR_OPF_VIEW, .infer = transpose_infer,
+IR_OP_DEF(Transpose, 1, 1, 1, 1, .flags = IR_OPF_VIEW | IR_OPF_FLOAT16, .infer = transpose_infer,
           .kernel = transpose_kernel, .grad = ir_grad_Transpose, .dims = transpose_dims);
 
 /* ---------------------------------------------------------------- Concat, Split */
@@ -305,8 +305,8 @@ static int parts_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Concat, 1, 1 << 20, 1, 1, .infer = concat_infer, .kernel = concat_kernel,
-          .grad = ir_grad_Concat, .dims = parts_dims);
+IR_OP_DEF(Concat, 1, 1 << 20, 1, 1, .flags = IR_OPF_FLOAT16, .infer = concat_infer,
+          .kernel = concat_kernel, .grad = ir_grad_Concat, .dims = parts_dims);
 
 static ir_status split_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -368,8 +368,8 @@ out:
     return st;
 }
 
-IR_OP_DEF(Split, 1, 2, 1, 1 << 20, .infer = split_infer, .kernel = split_kernel,
-          .grad = ir_grad_Split, .dims = parts_dims);
+IR_OP_DEF(Split, 1, 2, 1, 1 << 20, .flags = IR_OPF_FLOAT16, .infer = split_infer,
+          .kernel = split_kernel, .grad = ir_grad_Split, .dims = parts_dims);
 
 /* ---------------------------------------------------------------- Slice */
 
@@ -469,8 +469,8 @@ static int slice_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Slice, 3, 5, 1, 1, .infer = slice_infer, .kernel = slice_kernel, .grad = ir_grad_Slice,
-          .dims = slice_dims);
+IR_OP_DEF(Slice, 3, 5, 1, 1, .flags = IR_OPF_FLOAT16, .infer = slice_infer, .kernel = slice_kernel,
+          .grad = ir_grad_Slice, .dims = slice_dims);
 
 /* ---------------------------------------------------------------- Expand, Tile */
 
@@ -505,8 +505,8 @@ static int expand_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Expand, 2, 2, 1, 1, .infer = expand_infer, .kernel = expand_kernel,
-          .grad = ir_grad_Expand, .dims = expand_dims);
+IR_OP_DEF(Expand, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = expand_infer,
+          .kernel = expand_kernel, .grad = ir_grad_Expand, .dims = expand_dims);
 
 static ir_status tile_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -551,8 +551,8 @@ static int tile_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Tile, 2, 2, 1, 1, .infer = tile_infer, .kernel = tile_kernel, .grad = ir_grad_Tile,
-          .dims = tile_dims);
+IR_OP_DEF(Tile, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = tile_infer, .kernel = tile_kernel,
+          .grad = ir_grad_Tile, .dims = tile_dims);
 
 /* ---------------------------------------------------------------- Pad */
 
@@ -740,5 +740,5 @@ static int pad_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&o);
 }
 
-IR_OP_DEF(Pad, 1, 4, 1, 1, .infer = pad_infer, .kernel = pad_kernel, .grad = ir_grad_Pad,
-          .dims = pad_dims);
+IR_OP_DEF(Pad, 1, 4, 1, 1, .flags = IR_OPF_FLOAT16, .infer = pad_infer, .kernel = pad_kernel,
+          .grad = ir_grad_Pad, .dims = pad_dims);

@@ -103,5 +103,6 @@ static int patch_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     return ir_dims_end(&out);
 }
 
-IR_MAGPIE_OP_DEF(PetPatch, 2, 2, 1, 1, .flags = IR_OPF_INPLACE, .infer = patch_infer,
-                 .kernel = patch_kernel, .dims = patch_dims, .bytes = patch_bytes);
+IR_MAGPIE_OP_DEF(PetPatch, 2, 2, 1, 1, .flags = IR_OPF_INPLACE | IR_OPF_FLOAT16,
+                 .infer = patch_infer, .kernel = patch_kernel, .dims = patch_dims,
+                 .bytes = patch_bytes);

@@ -17,7 +17,7 @@
 /* ---------------------------------------------------------------- shapes */
 
 static bool pm_float(ir_dtype t) {
-    return t == IR_F32 || t == IR_F64;
+    return ir_dtype_is_float(t);
 }
 
 static ir_status prelu_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -25,7 +25,7 @@ static ir_status prelu_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     char s1[96], s2[96];
     if (!pm_float(x->dtype) && x->dtype != IR_I32 && x->dtype != IR_I64)
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                            "X is %s; float32, float64, int32 and int64 are supported",
+                            "X is %s; floats, int32 and int64 are supported",
                             ir_dtype_name(x->dtype));
     if (s->dtype != x->dtype)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "slope is %s but X is %s", ir_dtype_name(s->dtype),
@@ -43,8 +43,7 @@ static ir_status mean_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *v0 = ir_node_in(g, n, 0);
     if (!v0) return ir_node_fail(d, IR_ERR_INVALID, n, "input 0 is missing");
     if (!pm_float(v0->dtype))
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                            "input 0 is %s; float32 and float64 are supported",
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "input 0 is %s; expected a float type",
                             ir_dtype_name(v0->dtype));
     ir_shape out = v0->shape;
     for (int i = 1; i < n->n_in; i++) {

@@ -48,8 +48,7 @@ static ir_status rm_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     rm_op op = rm_of(n);
     bool ints_ok = op == RM_L1 || op == RM_SUMSQ;
-    if (!(x->dtype == IR_F32 || x->dtype == IR_F64 ||
-          (ints_ok && (x->dtype == IR_I64 || x->dtype == IR_I32))))
+    if (!(ir_dtype_is_float(x->dtype) || (ints_ok && (x->dtype == IR_I64 || x->dtype == IR_I32))))
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %s is not supported",
                             ir_dtype_name(x->dtype));
     bool mask[IR_MAX_RANK], noop;

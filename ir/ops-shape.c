@@ -113,8 +113,8 @@ static ir_status reshape_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 /* Dims of the four re-describing ops (ir.h, ir_dimlink): the dims that survive whole link
  * (ir_dims_regroup); merged or split dims get none. Shape, Size, Constant, ConstantOfShape and
  * Range have no dims: their outputs' dims are not their inputs' dims. */
-IR_OP_DEF(Reshape, 2, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = reshape_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Reshape, .dims = ir_dims_regroup_op);
+IR_OP_DEF(Reshape, 2, 2, 1, 1, .flags = IR_OPF_VIEW | IR_OPF_FLOAT16, .infer = reshape_infer,
+          .kernel = copy_kernel, .grad = ir_grad_Reshape, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Flatten */
 
@@ -132,8 +132,8 @@ static ir_status flatten_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Flatten, 1, 1, 1, 1, .flags = IR_OPF_VIEW, .infer = flatten_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Flatten, .dims = ir_dims_regroup_op);
+IR_OP_DEF(Flatten, 1, 1, 1, 1, .flags = IR_OPF_VIEW | IR_OPF_FLOAT16, .infer = flatten_infer,
+          .kernel = copy_kernel, .grad = ir_grad_Flatten, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */
 
@@ -155,8 +155,8 @@ static ir_status squeeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Squeeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = squeeze_infer, .kernel = copy_kernel,
-          .grad = ir_grad_Squeeze, .dims = ir_dims_regroup_op);
+IR_OP_DEF(Squeeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW | IR_OPF_FLOAT16, .infer = squeeze_infer,
+          .kernel = copy_kernel, .grad = ir_grad_Squeeze, .dims = ir_dims_regroup_op);
 
 static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
@@ -177,7 +177,7 @@ static ir_status unsqueeze_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW, .infer = unsqueeze_infer,
+IR_OP_DEF(Unsqueeze, 1, 2, 1, 1, .flags = IR_OPF_VIEW | IR_OPF_FLOAT16, .infer = unsqueeze_infer,
           .kernel = copy_kernel, .grad = ir_grad_Unsqueeze, .dims = ir_dims_regroup_op);
 
 /* ---------------------------------------------------------------- Shape, Size */
@@ -208,7 +208,7 @@ static ir_status shape_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Shape, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY, .infer = shape_infer,
+IR_OP_DEF(Shape, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY | IR_OPF_FLOAT16, .infer = shape_infer,
           .kernel = shape_kernel);
 
 static ir_status size_infer(ir_graph *g, ir_node *n, ir_diag *d) {
@@ -222,7 +222,8 @@ static ir_status size_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
-IR_OP_DEF(Size, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY, .infer = size_infer, .kernel = size_kernel);
+IR_OP_DEF(Size, 1, 1, 1, 1, .flags = IR_OPF_SHAPE_ONLY | IR_OPF_FLOAT16, .infer = size_infer,
+          .kernel = size_kernel);
 
 /* ---------------------------------------------------------------- Constant */
 
@@ -293,7 +294,8 @@ static ir_status constant_kernel(const ir_kernel_ctx *k) {
     return st;
 }
 
-IR_OP_DEF(Constant, 0, 0, 1, 1, .infer = constant_infer, .kernel = constant_kernel);
+IR_OP_DEF(Constant, 0, 0, 1, 1, .flags = IR_OPF_FLOAT16, .infer = constant_infer,
+          .kernel = constant_kernel);
 
 /* ---------------------------------------------------------------- ConstantOfShape */
 
@@ -336,7 +338,8 @@ static ir_status cos_kernel(const ir_kernel_ctx *k) {
     return st;
 }
 
-IR_OP_DEF(ConstantOfShape, 1, 1, 1, 1, .infer = cos_infer, .kernel = cos_kernel);
+IR_OP_DEF(ConstantOfShape, 1, 1, 1, 1, .flags = IR_OPF_FLOAT16, .infer = cos_infer,
+          .kernel = cos_kernel);
 
 /* ---------------------------------------------------------------- Range */
 

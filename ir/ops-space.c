@@ -118,7 +118,7 @@ static ir_status sp_grad(ir_grad_ctx *c) {
 IR_GRAD_VIA(DepthToSpace, sp_grad)
 IR_GRAD_VIA(SpaceToDepth, sp_grad)
 
-IR_OP_DEF(DepthToSpace, 1, 1, 1, 1, .infer = sp_infer, .kernel = sp_kernel,
+IR_OP_DEF(DepthToSpace, 1, 1, 1, 1, .flags = IR_OPF_FLOAT16, .infer = sp_infer, .kernel = sp_kernel,
           .grad = ir_grad_DepthToSpace, .dims = sp_dims);
-IR_OP_DEF(SpaceToDepth, 1, 1, 1, 1, .infer = sp_infer, .kernel = sp_kernel,
+IR_OP_DEF(SpaceToDepth, 1, 1, 1, 1, .flags = IR_OPF_FLOAT16, .infer = sp_infer, .kernel = sp_kernel,
           .grad = ir_grad_SpaceToDepth, .dims = sp_dims);

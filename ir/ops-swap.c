@@ -43,7 +43,7 @@ static ir_status swap_kernel(const ir_kernel_ctx *k) {
         .max_in = 1,                                                                               \
         .min_out = 1,                                                                              \
         .max_out = 1,                                                                              \
-        .flags = (FLAGS),                                                                          \
+        .flags = IR_OPF_FLOAT16 | (FLAGS),                                                         \
         .infer = swap_infer,                                                                       \
         .kernel = swap_kernel,                                                                     \
         .dims = ir_dims_first_input, /* identities: every dim links */                             \

@@ -18,9 +18,8 @@
 /* ---------------------------------------------------------------- shared helpers */
 
 static ir_status need_float(const ir_node *n, const ir_value *v, const char *what, ir_diag *d) {
-    if (v->dtype == IR_F32 || v->dtype == IR_F64) return IR_OK;
-    return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                        "%s is %s; only float32 and float64 are supported", what,
+    if (ir_dtype_is_float(v->dtype)) return IR_OK;
+    return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "%s is %s; expected a float type", what,
                         ir_dtype_name(v->dtype));
 }
 

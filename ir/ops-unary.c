@@ -644,7 +644,8 @@ static int dropout_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     IR_OP_DEF(name_, lo_in, hi_in, 1, hi_out, .flags = IR_OPF_ELEMENTWISE | (flags_),              \
               .infer = infer_, .flops = flops_, .kernel = kernel_, .dims = dims_, __VA_ARGS__);
 #define UN_MATH(name_, flags_, ...)                                                                \
-    UN_DEF(name_, 1, 1, 1, flags_, un_infer, un_flops, un_kernel, ir_dims_first_input, __VA_ARGS__)
+    UN_DEF(name_, 1, 1, 1, IR_OPF_FLOAT16 | (flags_), un_infer, un_flops, un_kernel,               \
+           ir_dims_first_input, __VA_ARGS__)
 
 UN_MATH(Relu, 0, .grad = ir_grad_Relu)
 UN_MATH(LeakyRelu, 0, .grad = ir_grad_LeakyRelu)
@@ -673,15 +674,17 @@ UN_MATH(Softsign, 0, .grad = ir_grad_Softsign)
 UN_MATH(Selu, 0, .grad = ir_grad_Selu)
 UN_MATH(Celu, 0, .grad = ir_grad_Celu)
 UN_MATH(Mish, 0, .grad = ir_grad_Mish)
-UN_DEF(IsNaN, 1, 1, 1, 0, isclass_infer, un_flops_any, isclass_kernel, ir_dims_first_input)
-UN_DEF(IsInf, 1, 1, 1, 0, isclass_infer, un_flops_any, isclass_kernel, ir_dims_first_input)
-UN_DEF(Clip, 1, 3, 1, 0, clip_infer, un_flops, clip_kernel, ir_dims_first_input,
+UN_DEF(IsNaN, 1, 1, 1, IR_OPF_FLOAT16, isclass_infer, un_flops_any, isclass_kernel,
+       ir_dims_first_input)
+UN_DEF(IsInf, 1, 1, 1, IR_OPF_FLOAT16, isclass_infer, un_flops_any, isclass_kernel,
+       ir_dims_first_input)
+UN_DEF(Clip, 1, 3, 1, IR_OPF_FLOAT16, clip_infer, un_flops, clip_kernel, ir_dims_first_input,
        .grad = ir_grad_Clip)
-UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR, ident_infer, zero_flops, ident_kernel,
-       ir_dims_first_input, .grad = ir_grad_Identity)
+UN_DEF(Identity, 1, 1, 1, IR_OPF_MULTILINEAR | IR_OPF_FLOAT16, ident_infer, zero_flops,
+       ident_kernel, ir_dims_first_input, .grad = ir_grad_Identity)
 UN_DEF(Dropout, 1, 3, 2, IR_OPF_RANDOM, dropout_infer, dropout_flops, dropout_kernel, dropout_dims,
        .grad = ir_grad_Dropout)
-UN_DEF(Cast, 1, 1, 1, 0, cast_infer, zero_flops, cast_kernel, ir_dims_first_input,
+UN_DEF(Cast, 1, 1, 1, IR_OPF_FLOAT16, cast_infer, zero_flops, cast_kernel, ir_dims_first_input,
        .grad = ir_grad_Cast)
-UN_DEF(CastLike, 2, 2, 1, 0, castlike_infer, zero_flops, cast_kernel, ir_dims_first_input,
-       .grad = ir_grad_CastLike)
+UN_DEF(CastLike, 2, 2, 1, IR_OPF_FLOAT16, castlike_infer, zero_flops, cast_kernel,
+       ir_dims_first_input, .grad = ir_grad_CastLike)

@@ -216,7 +216,7 @@ static ir_status cpu_time_node(void *ctx, const ir_graph *g, const ir_node *n, i
     double one = 0;
     for (int w = 0; w < (warmup > 0 ? warmup : 1); w++) {
         double t0 = sample_now();
-        st = def->kernel(&k);
+        st = ir_node_run(&k);
         one = sample_now() - t0;
         if (st != IR_OK) goto fail;
     }
@@ -225,7 +225,7 @@ static ir_status cpu_time_node(void *ctx, const ir_graph *g, const ir_node *n, i
     if (reps > MAX_REPS) reps = MAX_REPS;
     for (int r = 0; r < runs; r++) {
         double t0 = sample_now();
-        for (int i = 0; i < reps && st == IR_OK; i++) st = def->kernel(&k);
+        for (int i = 0; i < reps && st == IR_OK; i++) st = ir_node_run(&k);
         samples[r] = (sample_now() - t0) / reps;
         if (st != IR_OK) goto fail;
     }

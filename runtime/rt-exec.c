@@ -250,8 +250,7 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
 
 /* Runs nd's kernel on the buffers run_step prepared (x->tin, x->tout); an input that is a
  * transposed operand (a Transpose output sharing its base's buffer) is flagged for the kernel. */
-static ir_status run_kernel(exec *x, const ir_node *nd, const ir_op_def *def, void *ws,
-                            size_t wsb) {
+static ir_status run_kernel(exec *x, const ir_node *nd, void *ws, size_t wsb) {
     const ir_graph *g = x->g;
     uint32_t transposed = 0;
     for (int i = 0; i < nd->n_in && i < 32; i++) {
@@ -272,7 +271,7 @@ static ir_status run_kernel(exec *x, const ir_node *nd, const ir_op_def *def, vo
                        .in_transposed = transposed,
                        .seed = x->o->seed,
                        .diag = kd};
-    ir_status st = def->kernel(&k);
+    ir_status st = ir_node_run(&k);
     if (st != IR_OK) {
         if (!kd->msg[0])
             ir_node_fail(kd, st, nd, "kernel failed: %s", ir_status_to_string(st));
@@ -350,7 +349,7 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
      * transposed by its MatMul/Gemm readers). */
     const ir_op_def *def = ir_op_get(nd->op);
     bool view = (def->flags & IR_OPF_VIEW) && nd->out[0] >= 0 && x->root[nd->out[0]] != nd->out[0];
-    if (!view) st = run_kernel(x, nd, def, ws, wsb);
+    if (!view) st = run_kernel(x, nd, ws, wsb);
     rt_alloc_put(&x->alloc, ws);
     if (st != IR_OK) return st;
     /* Buffers at their last use: read here, or written here and never read. A buffer this node

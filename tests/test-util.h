@@ -133,8 +133,7 @@ static inline ir_status tu_run_op(ir_op_kind op, int n_in, const tu_in *in, int 
                        .workspace_bytes = ws,
                        .seed = 1,
                        .diag = d};
-    const ir_op_def *def = ir_op_get(op);
-    st = def->kernel(&k);
+    st = ir_node_run(&k);
     free(wsp);
 out:
     ir_graph_free(g);
