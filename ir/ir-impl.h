@@ -274,6 +274,13 @@ static inline int64_t ir_pool_avg_div(const ir_pool_geom *pg, const int64_t *st,
     return count_pad ? cnt_pad : cnt;
 }
 
+/* Pad's modes, from its `mode` attribute (ops-layout.c; NULL: constant). -1 for an unknown one. */
+enum ir_pad_mode { IR_PAD_CONSTANT, IR_PAD_REFLECT, IR_PAD_EDGE, IR_PAD_WRAP /* opset 19 */ };
+int ir_pad_mode_of(const char *mode);
+/* The input index that output index o of a dim padded by pb before, of input length len, reads
+ * in reflect, edge or wrap mode (numpy's rules); PadGrad adds dY back along the same map. */
+int64_t ir_pad_source(int64_t o, int64_t pb, int64_t len, enum ir_pad_mode mode);
+
 /* BatchNormalization normalizes with batch statistics (training_mode, or the opset-9 form with
  * extra outputs; ops-norm.c). */
 bool ir_bn_training(const ir_node *n);
