@@ -292,11 +292,13 @@ static int gs_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
 
 /* ---------------------------------------------------------------- the gradient */
 
-/* GridSampleGrad(dY, grid) -> dX, X's shape in attribute x_shape, GridSample's attributes. */
+/* GridSampleGrad(dY, grid) -> dX, X's shape in attribute shape (the attribute a fission rewrites
+ * with its output, as for every backward op of magpie's domain), GridSample's attributes. */
 static ir_status gsg_shapes(const ir_graph *g, const ir_node *n, ir_shape *xs, ir_diag *d) {
     const int64_t *dims;
-    int r = ir_attr_ints(n, "x_shape", &dims);
-    if (r < 3 || r > 5) return ir_node_fail(d, IR_ERR_INVALID, n, "attribute x_shape is required");
+    int r = ir_attr_ints(n, "shape", &dims);
+    if (r < 3 || r > 5)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "attribute shape (X's, rank 3 to 5) is required");
     *xs = ir_shape_make(r, dims);
     (void)g;
     return IR_OK;
@@ -351,14 +353,18 @@ static double gsg_flops(const ir_graph *g, const ir_node *n) {
     return 2.0 * taps * (double)ir_shape_numel(&dy->shape);
 }
 
-/* dX's N and C link from dY's; the grid's N too. */
+/* dX's N and C link from dY's; the grid's N too. dX sums over the output points: each of their
+ * dims (dY's and the grid's) is a summed reduce axis. */
 static int gsg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
-    (void)g;
-    (void)n;
+    const ir_value *dy = ir_node_in(g, n, 0);
     ir_dims_out o = ir_dims_begin(l);
     ir_dims_keep(&o, 0, 0, 0, 0);
     ir_dims_keep(&o, 1, 0, 0, 0);
     ir_dims_keep(&o, 0, 1, 0, 1);
+    for (int i = 2; i < dy->shape.rank; i++) {
+        ir_dims_reduce(&o, 0, i, i - 1, true);
+        ir_dims_reduce(&o, 1, i - 1, i - 1, true);
+    }
     return ir_dims_end(&o);
 }
 
@@ -445,7 +451,7 @@ static int gsgg_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
 
 static ir_status gs_grad(ir_grad_ctx *c) {
     ir_attr at[4];
-    int na = 1; /* at[0]: x_shape, for GridSampleGrad */
+    int na = 1; /* at[0]: X's shape, for GridSampleGrad */
     static const char *const names[] = {"mode", "padding_mode"};
     for (int i = 0; i < 2; i++) {
         const char *s = ir_attr_str(c->node, names[i], NULL);
@@ -463,7 +469,7 @@ static ir_status gs_grad(ir_grad_ctx *c) {
                                       (int[]){dy, c->in[0], c->in[1]}, na - 1, at + 1));
     if (ir_grad_needs(c, 0)) {
         const ir_shape xs = ir_grad_shape(c, c->in[0]);
-        at[0] = ir_grad_attr_ints(c, "x_shape", xs.rank, xs.dims);
+        at[0] = ir_grad_attr_ints(c, "shape", xs.rank, xs.dims);
         ir_grad_accumulate(c, 0,
                            ir_grad_op(c, IR_OP_GridSampleGrad, 2, (int[]){dy, c->in[1]}, na, at));
     }
