@@ -305,6 +305,11 @@ typedef struct ir_resize_tab {
     int64_t *i0, *i1;
     float *w;
     double *w64;
+    /* tf_crop_and_resize only (else NULL): ext[base[d] + xo] is 1 where the coordinate falls
+     * outside the input; an output element with any such coordinate is extrapolation (the
+     * forward writes the value, the adjoint reads nothing from it) */
+    const uint8_t *ext;
+    double extrapolation;
 } ir_resize_tab;
 size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t);
 /* Cubic, and linear or cubic with antialias, have no two-tap table: they run as separable
