@@ -184,31 +184,55 @@ ir_status ir_grad_Slice(ir_grad_ctx *c) {
     return ir_grad_accumulate(c, 0, pad_back(c, g, r, pb, pe));
 }
 
-/* Constant padding only: the gradient is the interior of dY. */
+/* Constant mode: the gradient is the interior of dY (a crop, or a zero pad where the forward
+ * cropped). Reflect, edge and wrap: PadGrad adds each position of dY back to the input element it
+ * was read from (ops-grad-pad.c). Pads (input 1, or the attribute before opset 11) and axes
+ * (input 3, opset 18) must be constants. */
 ir_status ir_grad_Pad(ir_grad_ctx *c) {
     if (!ir_grad_needs(c, 0)) return IR_OK;
     if (ir_grad_needs(c, 2))
         return ir_grad_fail(c, IR_ERR_UNSUPPORTED, "a padding value that needs a gradient");
     const char *mode = ir_attr_str(c->node, "mode", "constant");
-    if (strcmp(mode, "constant") != 0)
-        return ir_grad_fail(c, IR_ERR_UNSUPPORTED, "mode '%s'", mode);
-    if (c->n_in > 3 && c->in[3] >= 0)
-        return ir_grad_fail(c, IR_ERR_UNSUPPORTED, "the axes input (opset 18)");
+    int mi = ir_pad_mode_of(mode);
+    if (mi < 0) return ir_grad_fail(c, IR_ERR_UNSUPPORTED, "mode '%s'", mode);
     int r = ir_grad_shape(c, c->in[0]).rank;
-    int64_t raw[2 * IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
+    int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int nraw = c->n_in > 1 && c->in[1] >= 0 ? ir_grad_in_ints(c, 1, raw, 2 * IR_MAX_RANK) : -2;
+    int na = c->n_in > 3 && c->in[3] >= 0 ? ir_grad_in_ints(c, 3, axes, IR_MAX_RANK) : -2;
     if (nraw == -2) {
         const int64_t *p;
         nraw = ir_attr_ints(c->node, "pads", &p);
         if (nraw == 2 * r) memcpy(raw, p, sizeof(int64_t) * (size_t)nraw);
     }
     if (ir_grad_status(c) != IR_OK) return ir_grad_status(c);
-    if (nraw != 2 * r) return ir_grad_fail(c, IR_ERR_INVALID, "pads has %d values", nraw);
-    for (int i = 0; i < r; i++) { /* undo: crop what was added, re-add what was cropped */
-        pb[i] = -raw[i];
-        pe[i] = -raw[r + i];
+    if (na == -2)
+        for (na = 0; na < r; na++) axes[na] = na;
+    if (na < 0 || nraw != 2 * na)
+        return ir_grad_fail(c, IR_ERR_INVALID, "pads has %d values for %d axes", nraw, na);
+    for (int i = 0; i < r; i++) pb[i] = pe[i] = 0;
+    for (int i = 0; i < na; i++) {
+        int ax;
+        if (!ir_norm_axis(axes[i], r, &ax))
+            return ir_grad_fail(c, IR_ERR_INVALID, "axis %lld", (long long)axes[i]);
+        pb[ax] = raw[i];
+        pe[ax] = raw[na + i];
     }
-    return ir_grad_accumulate(c, 0, pad_back(c, ir_grad_gout(c, 0), r, pb, pe));
+    int dy = ir_grad_gout(c, 0);
+    if (mi != IR_PAD_CONSTANT) {
+        int64_t pads[2 * IR_MAX_RANK];
+        for (int i = 0; i < r; i++) {
+            pads[i] = pb[i];
+            pads[r + i] = pe[i];
+        }
+        ir_attr at[2] = {ir_grad_attr_str(c, "mode", mode),
+                         ir_grad_attr_ints(c, "pads", 2 * r, pads)};
+        return ir_grad_accumulate(c, 0, ir_grad_op(c, IR_OP_PadGrad, 1, &dy, 2, at));
+    }
+    for (int i = 0; i < r; i++) { /* undo: crop what was added, re-add what was cropped */
+        pb[i] = -pb[i];
+        pe[i] = -pe[i];
+    }
+    return ir_grad_accumulate(c, 0, pad_back(c, dy, r, pb, pe));
 }
 
 /* ---------------------------------------------------------------- index ops */

@@ -282,6 +282,13 @@ static inline int64_t ir_pool_avg_div(const ir_pool_geom *pg, const int64_t *st,
     return count_pad ? cnt_pad : cnt;
 }
 
+/* Pad's modes, from its `mode` attribute (ops-layout.c; NULL: constant). -1 for an unknown one. */
+enum ir_pad_mode { IR_PAD_CONSTANT, IR_PAD_REFLECT, IR_PAD_EDGE, IR_PAD_WRAP /* opset 19 */ };
+int ir_pad_mode_of(const char *mode);
+/* The input index that output index o of a dim padded by pb before, of input length len, reads
+ * in reflect, edge or wrap mode (numpy's rules); PadGrad adds dY back along the same map. */
+int64_t ir_pad_source(int64_t o, int64_t pb, int64_t len, enum ir_pad_mode mode);
+
 /* BatchNormalization normalizes with batch statistics (training_mode, or the opset-9 form with
  * extra outputs; ops-norm.c). */
 bool ir_bn_training(const ir_node *n);
@@ -306,6 +313,11 @@ typedef struct ir_resize_tab {
     int64_t *i0, *i1;
     float *w;
     double *w64;
+    /* tf_crop_and_resize only (else NULL): ext[base[d] + xo] is 1 where the coordinate falls
+     * outside the input; an output element with any such coordinate is extrapolation (the
+     * forward writes the value, the adjoint reads nothing from it) */
+    const uint8_t *ext;
+    double extrapolation;
 } ir_resize_tab;
 size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t);
 /* Cubic, and linear or cubic with antialias, have no two-tap table: they run as separable

@@ -18,6 +18,9 @@ static void FN(scatter_row)(const ir_resize_tab *t, const ir_shape *ys, int64_t 
         rem /= ys->dims[dd];
     }
     const int nc = t->linear ? 1 << (r - 1) : 1; /* corner combinations of the outer dims */
+    const uint8_t *le = t->ext ? t->ext + t->base[r - 1] : NULL;
+    for (int dd = 0; le && dd < r - 1; dd++)
+        if (t->ext[t->base[dd] + idx[dd]]) return; /* an extrapolated row reads nothing */
     for (int c = 0; c < nc; c++) {
         FT cw = 1;
         int64_t off = 0;
@@ -30,10 +33,12 @@ static void FN(scatter_row)(const ir_resize_tab *t, const ir_shape *ys, int64_t 
         if (cw == 0) continue; /* also keeps blocks from touching each other's rows */
         FT *dst = dx + off;
         if (!t->linear) {
-            for (int64_t xo = 0; xo < ow; xo++) dst[l0[xo]] += dyr[xo];
+            for (int64_t xo = 0; xo < ow; xo++)
+                if (!le || !le[xo]) dst[l0[xo]] += dyr[xo];
             continue;
         }
         for (int64_t xo = 0; xo < ow; xo++) {
+            if (le && le[xo]) continue;
             FT v = cw * dyr[xo];
             dst[l0[xo]] += v * (1 - lw[xo]);
             dst[l1[xo]] += v * lw[xo];

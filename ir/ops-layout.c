@@ -556,25 +556,23 @@ IR_OP_DEF(Tile, 2, 2, 1, 1, .flags = IR_OPF_FLOAT16, .infer = tile_infer, .kerne
 
 /* ---------------------------------------------------------------- Pad */
 
-enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP /* opset 19 */ };
+int ir_pad_mode_of(const char *m) {
+    static const char *const names[] = {"constant", "reflect", "edge", "wrap"};
+    if (!m) return IR_PAD_CONSTANT;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(m, names[i]) == 0) return i;
+    return -1;
+}
 
 /* Pads before (pb) and after (pe) each dim from the raw pads (2 * naxes values, all begins
  * then all ends), the optional axes (opset 18) and the mode. */
 static ir_status pad_params(const ir_node *n, const ir_shape *in, const int64_t *raw, int nraw,
                             const int64_t *axes, int naxes, int64_t *pb, int64_t *pe,
-                            enum pad_mode *mode, ir_diag *d) {
+                            enum ir_pad_mode *mode, ir_diag *d) {
     const char *m = ir_attr_str(n, "mode", "constant");
-    if (strcmp(m, "constant") == 0) {
-        *mode = PAD_CONSTANT;
-    } else if (strcmp(m, "reflect") == 0) {
-        *mode = PAD_REFLECT;
-    } else if (strcmp(m, "edge") == 0) {
-        *mode = PAD_EDGE;
-    } else if (strcmp(m, "wrap") == 0) {
-        *mode = PAD_WRAP;
-    } else {
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", m);
-    }
+    int mi = ir_pad_mode_of(m);
+    if (mi < 0) return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", m);
+    *mode = (enum ir_pad_mode)mi;
     int r = in->rank, na = naxes == -2 ? r : naxes;
     if (nraw != 2 * na) return ir_node_fail(d, IR_ERR_INVALID, n, "%d pads for %d axes", nraw, na);
     for (int i = 0; i < r; i++) pb[i] = pe[i] = 0;
@@ -590,10 +588,10 @@ static ir_status pad_params(const ir_node *n, const ir_shape *in, const int64_t 
         pe[ax] = raw[na + i];
         if (in->dims[ax] + pb[ax] + pe[ax] < 0)
             return ir_node_fail(d, IR_ERR_INVALID, n, "pads remove more than axis %d has", ax);
-        if (*mode != PAD_CONSTANT && (pb[ax] < 0 || pe[ax] < 0))
+        if (*mode != IR_PAD_CONSTANT && (pb[ax] < 0 || pe[ax] < 0))
             return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
                                 "negative pads are only supported in constant mode");
-        if (*mode != PAD_CONSTANT && in->dims[ax] == 0 && pb[ax] + pe[ax] > 0)
+        if (*mode != IR_PAD_CONSTANT && in->dims[ax] == 0 && pb[ax] + pe[ax] > 0)
             return ir_node_fail(d, IR_ERR_INVALID, n, "cannot %s-pad the empty axis %d", m, ax);
     }
     return IR_OK;
@@ -604,7 +602,7 @@ static ir_status pad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int nraw, naxes;
-    enum pad_mode mode;
+    enum ir_pad_mode mode;
     ir_status st = ir_const_ints(g, n, 1, raw, 2 * IR_MAX_RANK, &nraw, d);
     if (st == IR_OK) st = ir_const_ints(g, n, 3, axes, IR_MAX_RANK, &naxes, d);
     if (st != IR_OK) return st;
@@ -627,14 +625,13 @@ static ir_status pad_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     return IR_OK;
 }
 
-/* Input index that output index o (of a dim padded by pb, input length len) reads. */
-static int64_t pad_source(int64_t o, int64_t pb, int64_t len, enum pad_mode mode) {
+int64_t ir_pad_source(int64_t o, int64_t pb, int64_t len, enum ir_pad_mode mode) {
     int64_t i = o - pb;
-    if (mode == PAD_WRAP) { /* the input repeated periodically, as numpy's wrap */
+    if (mode == IR_PAD_WRAP) { /* the input repeated periodically, as numpy's wrap */
         i %= len;
         return i < 0 ? i + len : i;
     }
-    if (mode == PAD_EDGE || len == 1) return i < 0 ? 0 : i >= len ? len - 1 : i;
+    if (mode == IR_PAD_EDGE || len == 1) return i < 0 ? 0 : i >= len ? len - 1 : i;
     int64_t period = 2 * (len - 1); /* reflect without repeating the edge, as numpy */
     i %= period;
     if (i < 0) i += period;
@@ -650,7 +647,7 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *x = &k->in[0], *y = &k->out[0];
     int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int64_t xs[IR_MAX_RANK], lo[IR_MAX_RANK], hi[IR_MAX_RANK];
-    enum pad_mode mode;
+    enum ir_pad_mode mode;
     int nraw = ir_tensor_ints(k, 1, raw, 2 * IR_MAX_RANK),
         naxes = ir_tensor_ints(k, 3, axes, IR_MAX_RANK);
     if (nraw == -2) {
@@ -705,13 +702,14 @@ static ir_status pad_kernel(const ir_kernel_ctx *k) {
                 if (j == lo[dd]) j = hi[dd];
                 if (j >= y->shape.dims[dd]) break;
                 char *blk = row + (size_t)j * block;
-                if (mode == PAD_CONSTANT)
+                if (mode == IR_PAD_CONSTANT)
                     ir_fill_elems(blk, v.os[dd], cval, es);
                 else
-                    memcpy(blk,
-                           row + (size_t)(pad_source(j, pb[dd], x->shape.dims[dd], mode) + pb[dd]) *
-                                     block,
-                           block);
+                    memcpy(
+                        blk,
+                        row + (size_t)(ir_pad_source(j, pb[dd], x->shape.dims[dd], mode) + pb[dd]) *
+                                  block,
+                        block);
             }
         }
     }
@@ -723,7 +721,7 @@ static int pad_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
     const ir_value *x = ir_node_in(g, n, 0);
     int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pb[IR_MAX_RANK], pe[IR_MAX_RANK];
     int nraw, naxes;
-    enum pad_mode mode;
+    enum ir_pad_mode mode;
     if (ir_const_ints(g, n, 1, raw, 2 * IR_MAX_RANK, &nraw, NULL) != IR_OK ||
         ir_const_ints(g, n, 3, axes, IR_MAX_RANK, &naxes, NULL) != IR_OK)
         return 0;

@@ -5,8 +5,8 @@
  * AveragePool with count_include_pad divides by the window clipped to the padded input (not to
  * the ceil_mode overhang), otherwise by the number of real elements. Geometry is padded to 3
  * spatial dims (leading dims of size 1) so one loop nest serves 1-, 2- and 3-D; planes (n, c)
- * run in parallel. Kernels run float32 and float64 (one template, ops-pool-kern.h); MaxPool's
- * Indices output uses row-major storage only. */
+ * run in parallel. Kernels run float32 and float64 (one template, ops-pool-kern.h), MaxPool also
+ * int8 and uint8; its Indices are row-major or, with storage_order=1, column-major per plane. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -20,9 +20,11 @@ static ir_status check_input(const ir_graph *g, const ir_node *n, ir_diag *d) {
         return ir_node_fail(d, IR_ERR_SHAPE, n,
                             "X has shape %s; expected rank 3 to 5 (N,C,spatial)",
                             ir_shape_str(&x->shape, buf, sizeof buf));
-    if (!ir_dtype_is_float(x->dtype))
-        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s; expected a float type",
-                            ir_dtype_name(x->dtype));
+    bool int8 = n->op == IR_OP_MaxPool && (x->dtype == IR_U8 || x->dtype == IR_I8);
+    if (!ir_dtype_is_float(x->dtype) && !int8)
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "X has dtype %s; expected a float type%s",
+                            ir_dtype_name(x->dtype),
+                            n->op == IR_OP_MaxPool ? " (or int8, uint8)" : "");
     return IR_OK;
 }
 
@@ -106,12 +108,7 @@ static ir_status maxpool_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     ir_shape s;
     pool_out_shape(g, n, &pg, &s);
     ir_set_out(g, n, 0, ir_node_in(g, n, 0)->dtype, &s);
-    if (ir_node_out(g, n, 1)) {
-        if (ir_attr_int(n, "storage_order", 0) != 0)
-            return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                                "Indices with storage_order=1 (column-major) are not supported");
-        ir_set_out(g, n, 1, IR_I64, &s);
-    }
+    if (ir_node_out(g, n, 1)) ir_set_out(g, n, 1, IR_I64, &s);
     return IR_OK;
 }
 
@@ -141,8 +138,65 @@ static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {
     return t == IR_F64 ? pool_run_f64(k, is_max) : pool_run_f32(k, is_max);
 }
 
+/* MaxPool of int8 and uint8 (opset 12): the float kernel's windows and tie rule (the first
+ * strictly greater value in row-major order), compared as integers. A window with no taps (all
+ * padding) gives the type's minimum, as the float kernels' -inf. */
+#define DEF_MAXPOOL_INT(sfx, T, LOWEST)                                                            \
+    static void maxpool_##sfx(const ir_pool_geom *pg, const T *x, T *y, int64_t *idx) {            \
+        const int64_t IS = ir_prod3(pg->in), OS = ir_prod3(pg->out), *in = pg->in, *dl = pg->d;    \
+        IR_PARALLEL_FOR(pg->NC *OS *ir_prod3(pg->k) >= IR_PAR_MIN)                                 \
+        for (int64_t p = 0; p < pg->NC; p++) {                                                     \
+            const T *xp = x + p * IS;                                                              \
+            int64_t st[3], kl[3], kh[3];                                                           \
+            for (int64_t o = 0; o < OS; o++) {                                                     \
+                ir_pool_window_dim(pg, 0, o / (pg->out[1] * pg->out[2]), st, kl, kh);              \
+                ir_pool_window_dim(pg, 1, o / pg->out[2] % pg->out[1], st, kl, kh);                \
+                ir_pool_window_dim(pg, 2, o % pg->out[2], st, kl, kh);                             \
+                int64_t bi = -1;                                                                   \
+                for (int64_t a = kl[0]; a < kh[0]; a++)                                            \
+                    for (int64_t b = kl[1]; b < kh[1]; b++) {                                      \
+                        int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];   \
+                        for (int64_t c = kl[2]; c < kh[2]; c++) {                                  \
+                            int64_t at = row + st[2] + c * dl[2];                                  \
+                            if (bi < 0 || xp[at] > xp[bi]) bi = at;                                \
+                        }                                                                          \
+                    }                                                                              \
+                y[p * OS + o] = bi >= 0 ? xp[bi] : (LOWEST);                                       \
+                if (idx) idx[p * OS + o] = p * IS + bi;                                            \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEF_MAXPOOL_INT(u8, uint8_t, 0)
+DEF_MAXPOOL_INT(i8, int8_t, INT8_MIN)
+#undef DEF_MAXPOOL_INT
+
+/* Indices in column-major order within each plane (storage_order=1, as onnx's reference: the
+ * first spatial dim varies fastest; the plane offset stays n * C + c planes). */
+static void indices_col_major(const ir_pool_geom *pg, int64_t *idx, int64_t n) {
+    const int64_t IS = ir_prod3(pg->in), *in = pg->in;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t plane = idx[i] / IS, off = idx[i] % IS;
+        int64_t i2 = off % in[2], i1 = off / in[2] % in[1], i0 = off / (in[1] * in[2]);
+        /* the geometry pads to 3 dims with leading 1s: their index 0 adds nothing */
+        idx[i] = plane * IS + i0 + i1 * in[0] + i2 * in[0] * in[1];
+    }
+}
+
 static ir_status maxpool_kernel(const ir_kernel_ctx *k) {
-    return pool_run(k, true);
+    ir_pool_geom pg;
+    ir_status st = pool_parse(k->graph, k->node, &pg, k->diag);
+    if (st) return st;
+    int64_t *idx = k->n_out > 1 ? k->out[1].data : NULL;
+    ir_dtype t = k->in[0].dtype;
+    if (t == IR_U8)
+        maxpool_u8(&pg, k->in[0].data, k->out[0].data, idx);
+    else if (t == IR_I8)
+        maxpool_i8(&pg, k->in[0].data, k->out[0].data, idx);
+    else if ((st = pool_run(k, true)))
+        return st;
+    if (idx && ir_attr_int(k->node, "storage_order", 0) != 0 && pg.S > 1)
+        indices_col_major(&pg, idx, pg.NC * ir_prod3(pg.out));
+    return IR_OK;
 }
 static ir_status avgpool_kernel(const ir_kernel_ctx *k) {
     return pool_run(k, false);

@@ -1,5 +1,16 @@
 /* ops-resize-kern.h - the kernel of Resize (ops-resize.c).
  * Instantiated for float32 and float64 by ir-float-tmpl.h; see there for FT, FN and the rest. */
+/* tf_crop_and_resize: the elements of output row yr (outer indices idx) with a coordinate outside
+ * the input take the extrapolation value. */
+static void FN(rs_extrapolate)(const ir_resize_tab *t, const int64_t *idx, int r, FT *yr,
+                               int64_t ow) {
+    bool all = false;
+    for (int dd = 0; dd < r - 1 && !all; dd++) all = t->ext[t->base[dd] + idx[dd]];
+    const uint8_t *le = t->ext + t->base[r - 1];
+    for (int64_t xo = 0; xo < ow; xo++)
+        if (all || le[xo]) yr[xo] = (FT)t->extrapolation;
+}
+
 static ir_status FN(resize_kernel)(const ir_kernel_ctx *k) {
     const ir_shape *is = &k->in[0].shape, *os = &k->out[0].shape;
     const int r = is->rank;
@@ -30,6 +41,7 @@ static ir_status FN(resize_kernel)(const ir_kernel_ctx *k) {
             int64_t off = 0;
             for (int dd = 0; dd < r - 1; dd++) off += i0[base[dd] + idx[dd]];
             for (int64_t xo = 0; xo < ow; xo++) yr[xo] = x[off + l0[xo]];
+            if (tab.ext) FN(rs_extrapolate)(&tab, idx, r, yr, ow);
             continue;
         }
         for (int64_t xo = 0; xo < ow; xo++) yr[xo] = 0;
@@ -47,6 +59,7 @@ static ir_status FN(resize_kernel)(const ir_kernel_ctx *k) {
             for (int64_t xo = 0; xo < ow; xo++)
                 yr[xo] += cw * (src[l0[xo]] * (1 - lw[xo]) + src[l1[xo]] * lw[xo]);
         }
+        if (tab.ext) FN(rs_extrapolate)(&tab, idx, r, yr, ow);
     }
     return IR_OK;
 }

@@ -2,9 +2,9 @@
  * mapping is not the identity) and cubic (cubic_coeff_a, exclude_outside), coordinate_
  * transformation_mode half_pixel, pytorch_half_pixel, align_corners, asymmetric,
  * tf_half_pixel_for_nn and (19) half_pixel_symmetric; opset 18's axes, keep_aspect_ratio_policy
- * and antialias (linear and cubic). tf_crop_and_resize answers IR_ERR_UNSUPPORTED. Cubic and
- * antialias run as separable filters ("cubic and antialias" below), the rest from two-tap
- * tables.
+ * and antialias (linear and cubic); tf_crop_and_resize (roi, extrapolation_value) with nearest
+ * and linear. Cubic and antialias run as separable filters ("cubic and antialias" below), the
+ * rest from two-tap tables.
  *
  * Scales or sizes must be constants (they fix the output shape). The kernel first tabulates,
  * per dim, the two source indices and the weight of every output coordinate (the workspace,
@@ -25,6 +25,7 @@ enum rs_ctm {
     CTM_ASYMMETRIC,
     CTM_TF_NN,
     CTM_HALF_PIXEL_SYMMETRIC, /* opset 19 */
+    CTM_TF_CROP,              /* tf_crop_and_resize: the roi input's box, resized */
 };
 enum rs_keep { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER }; /* opset 18 */
 enum rs_round { RND_PREFER_FLOOR, RND_PREFER_CEIL, RND_FLOOR, RND_CEIL };
@@ -48,8 +49,9 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     const char *ctm =
         ir_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel");
     const char *nm = ir_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor");
-    static const char *ctms[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
-                                 "asymmetric", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+    static const char *ctms[] = {
+        "half_pixel",           "pytorch_half_pixel",   "align_corners",     "asymmetric",
+        "tf_half_pixel_for_nn", "half_pixel_symmetric", "tf_crop_and_resize"};
     static const char *rnds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     ra->linear = ra->cubic = false;
     if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
@@ -59,9 +61,9 @@ static ir_status rs_parse(const ir_graph *g, const ir_node *n, rs_attrs *ra, ir_
     else if (strcmp(mode, "nearest"))
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
     int i;
-    for (i = 0; i < 6 && strcmp(ctm, ctms[i]); i++) {
+    for (i = 0; i < 7 && strcmp(ctm, ctms[i]); i++) {
     }
-    if (i == 6)
+    if (i == 7 || (i == CTM_TF_CROP && old))
         return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
                             "coordinate_transformation_mode '%s' is not supported", ctm);
     ra->ctm = (enum rs_ctm)i;
@@ -171,6 +173,10 @@ static ir_status resize_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int r = x->shape.rank;
     if (r < 1 || x->dtype == IR_BOOL)
         return ir_node_fail(d, IR_ERR_SHAPE, n, "X must be a numeric tensor of rank >= 1");
+    if (ra.ctm == CTM_TF_CROP && (ra.cubic || ra.antialias))
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
+                            "tf_crop_and_resize runs nearest and linear, not %s",
+                            ra.cubic ? "cubic" : "antialias");
     double sc[IR_MAX_RANK];
     int64_t sz[IR_MAX_RANK];
     int nsz = -2;
@@ -199,7 +205,8 @@ static double resize_flops(const ir_graph *g, const ir_node *n) {
 size_t ir_resize_tab_bytes(const ir_shape *os, ir_dtype t) {
     int64_t tot = 0;
     for (int i = 0; i < os->rank; i++) tot += os->dims[i];
-    return (size_t)tot * (2 * sizeof(int64_t) + (t == IR_F64 ? sizeof(double) : sizeof(float)));
+    /* + one extrapolation flag per coordinate (tf_crop_and_resize) */
+    return (size_t)tot * (2 * sizeof(int64_t) + (t == IR_F64 ? sizeof(double) : sizeof(float)) + 1);
 }
 
 static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
@@ -215,6 +222,7 @@ static size_t resize_workspace(const ir_graph *g, const ir_node *n) {
 static double src_coord(enum rs_ctm ctm, double xo, double scale, int64_t in, int64_t out) {
     double len = (double)in * scale;
     switch (ctm) {
+    case CTM_TF_CROP: return 0; /* tf_crop_coord: it needs the roi */
     case CTM_HALF_PIXEL: return (xo + 0.5) / scale - 0.5;
     case CTM_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5) / scale - 0.5 : 0;
     case CTM_ALIGN_CORNERS: return len == 1 ? 0 : xo * (double)(in - 1) / (len - 1);
@@ -226,6 +234,33 @@ static double src_coord(enum rs_ctm ctm, double xo, double scale, int64_t in, in
     }
     }
     return 0;
+}
+
+/* tf_crop_and_resize's source coordinate: the box [start, end] (fractions of in - 1) resized. */
+static double tf_crop_coord(double xo, double start, double end, int64_t in, int64_t out) {
+    if (out > 1)
+        return start * (double)(in - 1) + xo * (end - start) * (double)(in - 1) / (out - 1);
+    return 0.5 * (start + end) * (double)(in - 1);
+}
+
+/* The roi of every dim (start, end; 0 and 1 where none is given) from its 2 * naxes values
+ * (all starts, then all ends, for opset 18's axes or every dim). */
+static ir_status rs_roi(const ir_node *n, const rs_attrs *ra, int r, const double *roi, int nroi,
+                        double *start, double *end, ir_diag *d) {
+    int na = ra->n_axes >= 0 ? ra->n_axes : r;
+    for (int i = 0; i < r; i++) start[i] = 0, end[i] = 1;
+    if (nroi != 2 * na)
+        return ir_node_fail(d, IR_ERR_INVALID, n,
+                            "tf_crop_and_resize needs roi of %d values (starts, then ends), not %d",
+                            2 * na, nroi < 0 ? 0 : nroi);
+    for (int i = 0; i < na; i++) {
+        int ax = i;
+        if (ra->n_axes >= 0 && !ir_norm_axis(ra->axes[i], r, &ax))
+            return ir_node_fail(d, IR_ERR_INVALID, n, "axes[%d] is out of range", i);
+        start[ax] = roi[i];
+        end[ax] = roi[na + i];
+    }
+    return IR_OK;
 }
 
 static int64_t round_nearest(enum rs_round rnd, double x) {
@@ -285,13 +320,28 @@ ir_status ir_resize_tabulate(const ir_kernel_ctx *k, const ir_shape *is, const i
     int64_t *i0 = t->i0 = k->workspace, *i1 = t->i1 = i0 + tot;
     float *w = t->w = f64 ? NULL : (float *)(i1 + tot);
     double *w64 = t->w64 = f64 ? (double *)(i1 + tot) : NULL;
+    uint8_t *ext = (uint8_t *)(i1 + tot) + (size_t)tot * (f64 ? sizeof(double) : sizeof(float));
     t->linear = ra.linear;
+    t->ext = NULL;
+    double start[IR_MAX_RANK], end[IR_MAX_RANK];
+    if (ra.ctm == CTM_TF_CROP) {
+        const ir_tensor *roi = k->n_in > 1 && k->in[1].data ? &k->in[1] : NULL;
+        double rv[2 * IR_MAX_RANK];
+        int nroi = roi && ir_tensor_numel(roi) <= 2 * IR_MAX_RANK ? (int)ir_tensor_numel(roi) : -1;
+        for (int i = 0; i < nroi; i++) rv[i] = ir_load_f64(roi->data, roi->dtype, i);
+        if ((st = rs_roi(k->node, &ra, r, rv, nroi, start, end, k->diag))) return st;
+        t->ext = ext;
+        t->extrapolation = ir_attr_float(k->node, "extrapolation_value", 0.0f);
+    }
     ir_shape_strides(is, istr);
     for (int dd = 0; dd < r; dd++) {
         const int64_t in = is->dims[dd], out = os->dims[dd];
         double scale = scales[dd];
         for (int64_t xo = 0; xo < out; xo++) {
-            double xs = src_coord(ra.ctm, (double)xo, scale, in, out);
+            double xs = ra.ctm == CTM_TF_CROP
+                            ? tf_crop_coord((double)xo, start[dd], end[dd], in, out)
+                            : src_coord(ra.ctm, (double)xo, scale, in, out);
+            if (t->ext) ext[base[dd] + xo] = xs < 0 || xs > (double)(in - 1);
             int64_t a, b;
             double wt = 0;
             if (ra.linear) {
@@ -449,8 +499,14 @@ bool ir_resize_identity_dims(const ir_graph *g, const ir_node *n, const ir_shape
     ir_shape want;
     if (nsc == -1 || rs_geometry(n, &ra, is, sc, nsc, sz, nsz, &want, scale, NULL) != IR_OK)
         return false;
+    double start[IR_MAX_RANK], end[IR_MAX_RANK], roi[2 * IR_MAX_RANK];
+    if (ra.ctm == CTM_TF_CROP) { /* identity where the box is the whole dim: x * (in-1)/(in-1) */
+        int nroi = const_floats(g, n, 1, roi, 2 * IR_MAX_RANK, NULL);
+        if (rs_roi(n, &ra, is->rank, roi, nroi, start, end, NULL) != IR_OK) return false;
+    }
     for (int i = 0; i < is->rank; i++)
-        mask[i] = is->dims[i] == os->dims[i] && scale[i] == 1.0 && ra.ctm != CTM_TF_NN;
+        mask[i] = is->dims[i] == os->dims[i] && scale[i] == 1.0 && ra.ctm != CTM_TF_NN &&
+                  (ra.ctm != CTM_TF_CROP || (start[i] == 0 && end[i] == 1));
     return true;
 }
 

@@ -197,6 +197,23 @@ static void test_layout_ops(void **state) {
     static const int64_t pads[] = {1, 0, 2, 0, -1, 1}; /* a crop too */
     gc_in pd[2] = {P(TU_SHAPE(2, 3, 4)), CI64(6, pads)};
     gc_check(IR_OP_Pad, 2, pd, 1, 0, NULL, TOL);
+    /* reflect, edge and wrap (PadGrad): pads as wide as the input and wider (reflect bounces
+     * more than once, wrap repeats), a size-1 dim, one-sided pads, and opset 18's axes */
+    static const char *const modes[] = {"reflect", "edge", "wrap", "constant"};
+    static const int64_t wide[] = {2, 0, 1, 1, 3, 7}, one[] = {0, 3, 2, 1, 0, 0},
+                         ax_pads[] = {1, 4, 2, 3}, ax[] = {-1, 0};
+    for (int m = 0; m < 4; m++) {
+        ir_attr mode = tu_attr_str("mode", modes[m]);
+        gc_in w3[2] = {P(TU_SHAPE(3, 2, 4)), CI64(6, wide)};
+        gc_check(IR_OP_Pad, 2, w3, 1, 1, &mode, TOL);
+        gc_in o3[2] = {P(TU_SHAPE(2, 1, 5)), CI64(6, one)};
+        gc_check(IR_OP_Pad, 2, o3, 1, 1, &mode, TOL);
+        gc_in a4[4] = {P(TU_SHAPE(3, 2, 2, 5)), CI64(4, ax_pads), NONE, CI64(2, ax)};
+        gc_check(IR_OP_Pad, 4, a4, 1, 1, &mode, TOL);
+        static const int64_t p1[] = {3, 5};
+        gc_in v1[2] = {P(TU_SHAPE(4)), CI64(2, p1)};
+        gc_check(IR_OP_Pad, 2, v1, 1, 1, &mode, TOL);
+    }
 }
 
 static void test_index_ops(void **state) {

@@ -17,8 +17,15 @@
 #define NOISE_FLOOR 1e-3
 
 static const char *const train_fixtures[] = {
-    "mlp_dropout_train",         "cnn_bn_train",    "cnn_bn_train_op15",    "resnet_small_train",
-    "transformer_encoder_train", "gpt_small_train", "unet_transpose_train", "vit_small_train",
+    "mlp_dropout_train",
+    "cnn_bn_train",
+    "cnn_bn_train_op15",
+    "resnet_small_train",
+    "transformer_encoder_train",
+    "gpt_small_train",
+    "unet_transpose_train",
+    "vit_small_train",
+    "stn_pad_train",
 };
 
 /* The op kinds some passing graph ran in float64 (reported at the end: test_f64_ops covers the

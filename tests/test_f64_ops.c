@@ -140,6 +140,7 @@ static int64_t idx3[] = {2, 0, 1}, gidx[] = {0, 2, 1, 1, 0, 2}, labels[] = {1, 0
 static int64_t mask6[] = {1, 0, 1, 1, 0, 1}, sc_ints[] = {0}, sizes4[] = {2, 3, 9, 7},
                sizes_down[] = {2, 3, 9, 2}, sh2346[] = {2, 3, 4, 6};
 static int64_t nd_idx[] = {0, 1, 1, 0}, two[] = {2}, one[] = {1};
+static int64_t pad_grad[] = {0, 2, 5, 1, 3, 2}; /* [2, 4, 5] padded to [3, 9, 12] */
 
 /* Cases are listed positionally, their attributes last: most have none. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -382,6 +383,42 @@ static void test_twins(void **state) {
          3,
          {IN(2, 3, 9, 2), NONE, NONE, INTS(4, sizes_down)},
          {AS("mode", "cubic"), AI("antialias", 1), AIS("shape", 4, sh2346)}},
+        /* the grid gradient of GridSample and the gradient of Pad in its reading modes */
+        {"GridSampleGridGrad linear",
+         IR_OP_GridSampleGridGrad,
+         3,
+         1,
+         2,
+         {IN(2, 3, 3, 4), IN(2, 3, 4, 5), {.shape = S(2, 3, 4, 2), .lo = -1.2, .hi = 1.2}},
+         {AS("mode", "linear"), AS("padding_mode", "reflection")}},
+        {"GridSampleGridGrad cubic",
+         IR_OP_GridSampleGridGrad,
+         3,
+         1,
+         3,
+         {IN(1, 2, 3, 2), IN(1, 2, 5, 4), {.shape = S(1, 3, 2, 2), .lo = -1.2, .hi = 1.2}},
+         {AS("mode", "cubic"), AS("padding_mode", "border"), AI("align_corners", 1)}},
+        {"GridSampleGridGrad volumetric",
+         IR_OP_GridSampleGridGrad,
+         3,
+         1,
+         1,
+         {IN(1, 2, 2, 3, 2), IN(1, 2, 3, 4, 5), {.shape = S(1, 2, 3, 2, 3), .lo = -1.1, .hi = 1.1}},
+         {AS("mode", "linear")}},
+        {"PadGrad reflect",
+         IR_OP_PadGrad,
+         1,
+         1,
+         2,
+         {IN(3, 9, 12)},
+         {AS("mode", "reflect"), AIS("pads", 6, pad_grad)}},
+        {"PadGrad wrap",
+         IR_OP_PadGrad,
+         1,
+         1,
+         2,
+         {IN(3, 9, 12)},
+         {AS("mode", "wrap"), AIS("pads", 6, pad_grad)}},
         /* reductions: fast path (contiguous axes), generic path (scattered axes), gradients */
         {"ReduceSum", IR_OP_ReduceSum, 2, 1, 0, {IN(3, 4, 5), INTS(1, ax1)}},
         {"ReduceMean last", IR_OP_ReduceMean, 1, 1, 1, {IN(3, 4, 5)}, {AIS("axes", 1, ax_last)}},

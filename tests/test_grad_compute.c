@@ -513,6 +513,37 @@ static void test_fd_resize(void **st) {
                           tu_attr_str("nearest_mode", "floor")},
                 FD32};
     check_case(&kn);
+    /* tf_crop_and_resize: a box that reaches outside the input (those outputs are the
+     * extrapolation value, with no gradient), linear and nearest, and opset 18's axes */
+    static const float roi[8] = {0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f},
+                       roi_ax[4] = {0.3f, 1.2f, -0.1f, 0.8f};
+    static const int64_t crop[4] = {2, 2, 4, 5}, crop_ax[2] = {3, 4};
+    static const char *const modes[] = {"linear", "nearest"};
+    for (int m = 0; m < 2; m++) {
+        gcase kc = {.op = IR_OP_Resize,
+                    .n_in = 4,
+                    .in = {P(F32, S(2, 2, 5, 4), rnd(F32, S(2, 2, 5, 4), 30)), K(F32, S(8), roi),
+                           ABSENT, KI(4, crop)},
+                    .n_out = 1,
+                    .n_attrs = 3,
+                    .attrs = {tu_attr_str("mode", modes[m]),
+                              tu_attr_str("coordinate_transformation_mode", "tf_crop_and_resize"),
+                              tu_attr_float("extrapolation_value", 2.5f)},
+                    FD32};
+        check_case(&kc);
+        static int64_t axes[2] = {3, 2};
+        gcase ka = {.op = IR_OP_Resize,
+                    .n_in = 4,
+                    .in = {P(F32, S(1, 2, 5, 4), rnd(F32, S(1, 2, 5, 4), 31)), K(F32, S(4), roi_ax),
+                           ABSENT, KI(2, crop_ax)},
+                    .n_out = 1,
+                    .n_attrs = 3,
+                    .attrs = {tu_attr_str("mode", modes[m]),
+                              tu_attr_str("coordinate_transformation_mode", "tf_crop_and_resize"),
+                              tu_attr_ints("axes", 2, axes)},
+                    FD32};
+        check_case(&ka);
+    }
 }
 
 /* ---------------------------------------------------------------- normalizations, softmax */

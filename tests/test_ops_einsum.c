@@ -2,7 +2,8 @@
  * double (float32 runs within 1e-5 of them, float64 runs within 1e-12), their gradients by finite
  * differences (test-gradcheck.h), Einsum's refusals, the expansion of Attention 23 at import (its
  * training graph's gradients against finite differences of the float64 forward), and GridSample's
- * input gradient in every mode and padding (its forward is judged by the conformance suite). */
+ * gradients, of the input and of the grid, in every mode and padding and in a spatial transformer
+ * whose grid is computed (its forward is judged by the conformance suite). */
 #include "test-gradcheck.h"
 
 #include "ir-einsum.h"
@@ -340,7 +341,30 @@ static void test_gridsample_grad(void **state) {
                     P(TU_SHAPE(2, 2, 4, 5)),
                     {.kind = GC_CONST, .dtype = F64, .shape = TU_SHAPE(2, 3, 2, 2), .data = grid2}};
                 gc_check(IR_OP_GridSample, 2, in, 1, 3, a, TOL);
-                if (m == 2) continue; /* volumetric: nearest and linear */
+                /* the grid's gradient too (zero for nearest), the points inside, around the
+                 * border and folded more than once by reflection */
+                static const double span[] = {0.9, 1.4, 2.7};
+                for (int sp = 0; sp < 3; sp++) {
+                    gc_in both[2] = {P(TU_SHAPE(2, 3, 4, 5)), P(TU_SHAPE(2, 3, 2, 2))};
+                    both[1].lo = -span[sp];
+                    both[1].hi = span[sp];
+                    gc_check(IR_OP_GridSample, 2, both, 1, 3, a, TOL);
+                    gc_in grid_only[2] = {
+                        {.kind = GC_CONST, .dtype = F64, .shape = TU_SHAPE(1, 2, 3, 3)},
+                        P(TU_SHAPE(1, 4, 1, 2))};
+                    double xv[18];
+                    gc_fill(xv, F64, 18, 79 + (uint64_t)sp, -1, 1);
+                    grid_only[0].data = xv;
+                    grid_only[1].lo = -span[sp];
+                    grid_only[1].hi = span[sp];
+                    gc_check(IR_OP_GridSample, 2, grid_only, 1, 3, a, TOL);
+                    if (m == 2) continue; /* volumetric: nearest and linear */
+                    gc_in vol[2] = {P(TU_SHAPE(1, 2, 3, 4, 2)), P(TU_SHAPE(1, 2, 2, 1, 3))};
+                    vol[1].lo = -span[sp];
+                    vol[1].hi = span[sp];
+                    gc_check(IR_OP_GridSample, 2, vol, 1, 3, a, TOL);
+                }
+                if (m == 2) continue;
                 gc_in v[2] = {P(TU_SHAPE(1, 2, 3, 4, 2)),
                               {.kind = GC_CONST,
                                .dtype = F64,
@@ -348,17 +372,83 @@ static void test_gridsample_grad(void **state) {
                                .data = grid3}};
                 gc_check(IR_OP_GridSample, 2, v, 1, 3, a, TOL);
             }
-    /* a grid that needs a gradient is refused with the reason */
-    gc_in both[2] = {P(TU_SHAPE(1, 1, 3, 3)), P(TU_SHAPE(1, 2, 2, 2))};
-    int ids[GC_MAX_IN];
-    void *owned[GC_MAX_IN];
-    ir_graph *g = gc_graph(IR_OP_GridSample, 2, both, 1, 0, NULL, ids, owned);
+}
+
+/* A spatial transformer: the grid is computed from the input (a Linear of its pooled features,
+ * added to a fixed base grid), so its gradient flows back into the Linear's weight. The training
+ * graph's gradients of every parameter against finite differences. */
+static void test_gridsample_stn(void **state) {
+    (void)state;
+    enum { N = 2, C = 3, H = 4, W = 5, HO = 3, WO = 4 };
+    ir_graph *g = ir_graph_new();
+    double xw[N * C * H * W], fc[C * HO * WO * 2], base[HO * WO * 2];
+    gc_fill(xw, F64, N * C * H * W, 11, -1, 1);
+    gc_fill(fc, F64, C * HO * WO * 2, 12, -0.3, 0.3);
+    for (int i = 0; i < HO; i++)
+        for (int j = 0; j < WO; j++) {
+            base[(i * WO + j) * 2] = -1.1 + 2.2 * j / (WO - 1);
+            base[(i * WO + j) * 2 + 1] = -0.9 + 1.8 * i / (HO - 1);
+        }
+    int x = gc_const(g, "x", F64, TU_SHAPE(N, C, H, W), xw, IR_VF_PARAM | IR_VF_INITIALIZER);
+    int w = gc_const(g, "fc", F64, TU_SHAPE(C, HO * WO * 2), fc, IR_VF_PARAM | IR_VF_INITIALIZER);
+    int bg = gc_const(g, "base", F64, TU_SHAPE(1, HO, WO, 2), base, 0);
+    int64_t gshape[] = {N, HO, WO, 2};
+    int gs = gc_const(g, "gshape", IR_I64, TU_SHAPE(4), gshape, 0);
+    int pooled, flat, off, off4, grid, y;
+    gc_node(g, IR_OP_GlobalAveragePool, "pool", 1, &x, 1, &pooled, 0, NULL);
+    int64_t fshape[] = {N, C};
+    int fs = gc_const(g, "fshape", IR_I64, TU_SHAPE(2), fshape, 0);
+    gc_node(g, IR_OP_Reshape, "flat", 2, (int[]){pooled, fs}, 1, &flat, 0, NULL);
+    gc_node(g, IR_OP_MatMul, "loc", 2, (int[]){flat, w}, 1, &off, 0, NULL);
+    gc_node(g, IR_OP_Reshape, "off4", 2, (int[]){off, gs}, 1, &off4, 0, NULL);
+    gc_node(g, IR_OP_Add, "grid", 2, (int[]){off4, bg}, 1, &grid, 0, NULL);
+    ir_attr a[2] = {tu_attr_str("mode", "bilinear"), tu_attr_str("padding_mode", "reflection")};
+    gc_node(g, IR_OP_GridSample, "sample", 2, (int[]){x, grid}, 1, &y, 2, a);
+    double rw[N * C * HO * WO];
+    gc_fill(rw, F64, N * C * HO * WO, 13, -1, 1);
+    int r = gc_const(g, "R", F64, TU_SHAPE(N, C, HO, WO), rw, 0), wy;
+    gc_node(g, IR_OP_Mul, "weigh", 2, (int[]){y, r}, 1, &wy, 0, NULL);
+    ir_graph_add_output(g, wy);
     ir_diag d = {{0}};
     ir_status st;
-    assert_null(ir_build_training(g, NULL, &st, &d));
-    assert_int_equal(st, IR_ERR_UNSUPPORTED);
-    assert_non_null(strstr(d.msg, "grid"));
-    for (int i = 0; i < 2; i++) free(owned[i]);
+    ir_graph *tg = ir_build_training(g, NULL, &st, &d);
+    if (!tg) fail_msg("ir_build_training: %s", d.msg);
+    bool grid_grad = false;
+    for (int i = 0; i < tg->n_nodes; i++) grid_grad |= tg->nodes[i].op == IR_OP_GridSampleGridGrad;
+    assert_true(grid_grad);
+    rt_result res = {0};
+    rt_options o = {.seed = 5, .poison_freed = true};
+    if (rt_run(tg, NULL, 0, &o, &res, &d) != IR_OK) fail_msg("training run: %s", d.msg);
+    static const char *const names[] = {"x", "fc"};
+    const int vals[] = {x, w};
+    for (int p = 0; p < 2; p++) {
+        char want[32];
+        snprintf(want, sizeof want, "%s.grad", names[p]);
+        int k = 0;
+        while (k < tg->n_outputs && strcmp(tg->values[tg->outputs[k]].name, want) != 0) k++;
+        assert_true(k < tg->n_outputs);
+        const ir_value *pv = &g->values[vals[p]];
+        int64_t n = ir_shape_numel(&pv->shape);
+        double *pert = malloc(sizeof(double) * (size_t)n), num = 0, den = 0;
+        for (int64_t j = 0; j < n; j += 3) {
+            double l[2];
+            for (int sg = 0; sg < 2; sg++) {
+                memcpy(pert, ir_blob_data(pv->blob), sizeof(double) * (size_t)n);
+                pert[j] += sg ? -1e-6 : 1e-6;
+                rt_binding b[1],
+                    e = {.value = vals[p], .dtype = F64, .shape = pv->shape, .data = pert};
+                l[sg] = gc_loss(g, b, 0, &e);
+            }
+            double fd = (l[0] - l[1]) / 2e-6, an = ((const double *)res.outputs[k].data)[j];
+            num += (an - fd) * (an - fd);
+            den += fd * fd;
+        }
+        free(pert);
+        double err = sqrt(num) / fmax(sqrt(den), 1e-12);
+        if (!(err < TOL)) fail_msg("%s: relative error %.3g", want, err);
+    }
+    rt_result_free(&res);
+    ir_graph_free(tg);
     ir_graph_free(g);
 }
 
@@ -371,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_mean),
         cmocka_unit_test(test_attention_grad),
         cmocka_unit_test(test_gridsample_grad),
+        cmocka_unit_test(test_gridsample_stn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

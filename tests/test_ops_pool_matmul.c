@@ -86,7 +86,29 @@ static void pl_ref(const pl_case *c, const float *x, float *y, int64_t *idx) {
         }
 }
 
-static void run_pool(const pl_case *c, bool with_indices) {
+/* Row-major plane offsets of idx (as pl_ref writes them) in column-major order per plane: the
+ * first spatial dim varies fastest (storage_order=1). */
+static void pl_col_major(const pl_case *c, int64_t *idx, int64_t n) {
+    int64_t IS = 1;
+    for (int i = 0; i < c->S; i++) IS *= c->in[i];
+    for (int64_t j = 0; j < n; j++) {
+        int64_t off = idx[j] % IS, col = 0, stride = 1, pos[3];
+        for (int i = c->S - 1; i >= 0; i--) {
+            pos[i] = off % c->in[i];
+            off /= c->in[i];
+        }
+        for (int i = 0; i < c->S; i++) {
+            col += pos[i] * stride;
+            stride *= c->in[i];
+        }
+        idx[j] = idx[j] / IS * IS + col;
+    }
+}
+
+/* MaxPool or AveragePool of float32 X, or MaxPool of int8/uint8 X (t; values on a coarse grid so
+ * that windows hold ties, which take the first in row-major order), with Indices in
+ * storage_order so (MaxPool), against pl_ref. */
+static void run_pool_as(const pl_case *c, bool with_indices, ir_dtype t, int so) {
     int S = c->S;
     ir_shape xs = {.rank = S + 2, .dims = {c->N, c->C}};
     int64_t OS = 1, ks[3], st[3], dl[3], pads[6];
@@ -102,7 +124,19 @@ static void run_pool(const pl_case *c, bool with_indices) {
     float *x = malloc(sizeof(float) * (size_t)nx), *ref = malloc(sizeof(float) * (size_t)ny);
     int64_t *ridx = malloc(sizeof(int64_t) * (size_t)ny);
     tu_fill(x, nx, 21);
-    ir_attr at[6];
+    void *xt = x;
+    if (t == IR_U8 || t == IR_I8) { /* integer values, the reference computed on them */
+        xt = malloc((size_t)nx);
+        for (int64_t i = 0; i < nx; i++) {
+            int v = (int)lrintf(x[i] * 20) + (t == IR_U8 ? 200 : -100);
+            x[i] = (float)v;
+            if (t == IR_U8)
+                ((uint8_t *)xt)[i] = (uint8_t)v;
+            else
+                ((int8_t *)xt)[i] = (int8_t)v;
+        }
+    }
+    ir_attr at[7];
     int na = 0;
     at[na++] = tu_attr_ints("kernel_shape", S, ks);
     at[na++] = tu_attr_ints("strides", S, st);
@@ -112,7 +146,8 @@ static void run_pool(const pl_case *c, bool with_indices) {
         at[na++] = tu_attr_ints("dilations", S, dl);
     else
         at[na++] = tu_attr_int("count_include_pad", c->count_pad);
-    tu_in in[1] = {{IR_F32, xs, x, false}};
+    if (so) at[na++] = tu_attr_int("storage_order", so);
+    tu_in in[1] = {{t, xs, xt, false}};
     ir_tensor out[2];
     ir_diag d = {{0}};
     int n_out = with_indices ? 2 : 1;
@@ -122,15 +157,29 @@ static void run_pool(const pl_case *c, bool with_indices) {
     assert_int_equal(s, IR_OK);
     for (int i = 0; i < S; i++) assert_int_equal(out[0].shape.dims[2 + i], pl_out(c, i));
     pl_ref(c, x, ref, ridx);
-    assert_true(tu_rel_err_f32(out[0].data, ref, ny) < 1e-6);
+    if (so) pl_col_major(c, ridx, ny);
+    assert_int_equal(out[0].dtype, t);
+    if (t == IR_F32) {
+        assert_true(tu_rel_err_f32(out[0].data, ref, ny) < 1e-6);
+    } else {
+        for (int64_t i = 0; i < ny; i++)
+            assert_int_equal(t == IR_U8 ? ((const uint8_t *)out[0].data)[i]
+                                        : ((const int8_t *)out[0].data)[i],
+                             (int)ref[i]);
+    }
     if (with_indices) {
         assert_int_equal(out[1].dtype, IR_I64);
         assert_memory_equal(out[1].data, ridx, sizeof(int64_t) * (size_t)ny);
     }
     tu_free_outputs(n_out, out);
+    if (xt != x) free(xt);
     free(x);
     free(ref);
     free(ridx);
+}
+
+static void run_pool(const pl_case *c, bool with_indices) {
+    run_pool_as(c, with_indices, IR_F32, 0);
 }
 
 static void test_maxpool(void **st) {
@@ -196,6 +245,14 @@ static void test_maxpool(void **st) {
                      .pads = {0, 1, 1, 1, 1, 0},
                      .is_max = true};
     run_pool(&three, false);
+    /* int8 and uint8 (opset 12), and Indices in column-major order (storage_order=1) */
+    for (int so = 0; so < 2; so++) {
+        run_pool_as(&c, true, IR_U8, so);
+        run_pool_as(&dil, true, IR_I8, so);
+        run_pool_as(&three, true, IR_F32, so);
+        run_pool_as(&three, true, IR_I8, so);
+        run_pool_as(&one, true, IR_U8, so);
+    }
 }
 
 static void test_avgpool(void **st) {
