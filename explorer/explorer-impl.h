@@ -63,6 +63,7 @@ typedef struct xs_worker {
     uint64_t hits, misses, replay_steps, failed;
     rw_rewrite *cand;       /* XS_MAX_CANDIDATES */
     uint32_t *touched;      /* XS_TOUCHED_CAP */
+    uint32_t *touched_e;    /* RW_MAX_TOUCHED: a G_b rewrite's touched ids on G_e (xs_derive) */
     uint32_t *fis_buf;      /* RW_MAX_FISSION_TOUCHED */
     rw_fission *fissions;   /* the F-Tree's size */
     unsigned char *present; /* PET children: present[id] for G_b's node ids (grown as needed) */

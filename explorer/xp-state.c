@@ -29,6 +29,11 @@
  * rewrite anyway). */
 #define FISSION_ID_ALIGN 1024u
 
+/* The first fission node id of a materialization whose G_b has next id next. */
+static uint32_t fission_base(uint32_t next) {
+    return (next + FISSION_ID_ALIGN - 1) / FISSION_ID_ALIGN * FISSION_ID_ALIGN;
+}
+
 /* ---------------------------------------------------------------- shared graphs */
 
 static xs_graph *graph_wrap(ir_graph *g) {
@@ -129,9 +134,10 @@ static ir_status ctx_scratch(xs_ctx *c, ir_diag *d) {
         xs_worker *w = &c->w[i];
         w->cand = malloc(sizeof(rw_rewrite) * XS_MAX_CANDIDATES);
         w->touched = malloc(sizeof(uint32_t) * XS_TOUCHED_CAP);
+        w->touched_e = malloc(sizeof(uint32_t) * RW_MAX_TOUCHED);
         w->fis_buf = nft ? malloc(sizeof(uint32_t) * RW_MAX_FISSION_TOUCHED) : NULL;
         w->fissions = nft ? malloc(sizeof(rw_fission) * (size_t)nft) : NULL;
-        if (!w->cand || !w->touched || (nft && (!w->fis_buf || !w->fissions)))
+        if (!w->cand || !w->touched || !w->touched_e || (nft && (!w->fis_buf || !w->fissions)))
             return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     }
     return IR_OK;
@@ -141,6 +147,7 @@ void xs_ctx_free(xs_ctx *c) {
     for (int i = 0; c->w && i < c->n_w; i++) {
         free(c->w[i].cand);
         free(c->w[i].touched);
+        free(c->w[i].touched_e);
         free(c->w[i].fis_buf);
         free(c->w[i].fissions);
         free(c->w[i].present);
@@ -428,8 +435,7 @@ static ir_status apply_fissions(xs_worker *w, xs_mat *m, int n, ir_diag *d) {
     /* G_b with its next id rounded up: a shallow copy of the struct, which rw_fission_apply
      * only reads (it clones it), so G_b is not copied twice */
     ir_graph based = *gb;
-    based.next_node_id =
-        (gb->next_node_id + FISSION_ID_ALIGN - 1) / FISSION_ID_ALIGN * FISSION_ID_ALIGN;
+    based.next_node_id = fission_base(gb->next_node_id);
     if (!(ge = rw_fission_apply(&based, w->fissions, n, w->fis_buf, &nt, d))) {
         st = IR_ERR_INVALID;
         goto out;
@@ -448,6 +454,61 @@ out:
     for (int k = 0; k < n; k++) free(closed[k]);
     free(closed);
     return st;
+}
+
+/* m->ge and m->fis of a child of p made by a G_b rewrite r (m->gb is p's G_b rewritten, r having
+ * touched touched[0..nt) there): r carried over to p's G_e (rw_apply_one_copy) instead of every
+ * enabled fission re-applied to m's G_b (apply_fissions: per fission a D-graph, an analysis, a
+ * split and two sorts of the whole graph; 40 % of a child's time on the GPT-Neo-1.3B-shaped
+ * training graph, where nearly every remat, swap and substitution child has a fission enabled).
+ * The fission ids stay p's: m->fis is p's less the nodes r removed, plus, inside a region, the
+ * nodes it added (the convex closure that apply_fissions would take holds them). inside: some
+ * node r touched is in p's regions. IR_ERR_INVALID where rw_apply_one_copy refuses or the
+ * child's G_b ids reach the fission base (the fission ids would move): apply_fissions then. */
+static ir_status derive_ge_direct(xs_worker *w, const xs_mat *p, xs_mat *m, const rw_rewrite *r,
+                                  const uint32_t *touched, int nt, bool inside, ir_diag *d) {
+    const ir_graph *pb = p->gb->g, *nb = m->gb->g;
+    uint32_t base = fission_base(pb->next_node_id);
+    if (fission_base(nb->next_node_id) != base) return IR_ERR_INVALID;
+    int ne = 0;
+    ir_status st;
+    ir_diag quiet = {{0}};
+    ir_graph *ge = rw_apply_one_copy(p->ge->g, pb->next_node_id, nb->next_node_id, base, r, touched,
+                                     nt, w->touched_e, &ne, &st, &quiet);
+    if (!ge) return st == IR_ERR_NOMEM ? ir_diag_set(d, st, "out of memory") : IR_ERR_INVALID;
+    if (!(m->ge = graph_wrap(ge))) {
+        ir_graph_free(ge);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    }
+    /* which touched ids are left in G_e (w->touched_e, sorted, is the same set as touched) */
+    uint32_t *ids = w->touched_e;
+    qsort(ids, (size_t)ne, sizeof *ids, cmp_u32);
+    bool left[RW_MAX_TOUCHED] = {false};
+    for (int i = 0; i < ge->n_nodes; i++) {
+        uint32_t id = ge->nodes[i].id;
+        int lo = 0, hi = ne;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (ids[mid] < id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < ne && ids[lo] == id) left[lo] = true;
+    }
+    if (!(m->fis = malloc(sizeof(uint32_t) * ((size_t)p->n_fis + (size_t)ne + 1))))
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0, j = 0; i < p->n_fis; i++) {
+        uint32_t id = p->fis[i];
+        while (j < ne && ids[j] < id) j++;
+        if (j == ne || ids[j] != id || left[j]) m->fis[n++] = id;
+    }
+    for (int j = 0; j < ne && inside; j++)
+        if (ids[j] >= pb->next_node_id && left[j]) m->fis[n++] = ids[j];
+    qsort(m->fis, (size_t)n, sizeof *m->fis, cmp_u32);
+    m->n_fis = n;
+    return IR_OK;
 }
 
 /* ---------------------------------------------------------------- PET's weight pre-processing */
@@ -508,6 +569,32 @@ static ir_status reschedule(const xs_ctx *c, const xs_mat *p, const rw_rewrite *
     return st == IR_OK ? sched_sink_resident_readers(ge, order, d) : st;
 }
 
+#ifndef NDEBUG
+/* Debug builds check derive_ge_direct against re-applying the fissions to m's G_b: the same
+ * graph up to node order (the fingerprint), with the same fission nodes. */
+static void check_direct(xs_worker *w, const xs_mat *m, int ne, const rw_rewrite *r) {
+    xs_mat full = {.gb = m->gb};
+    ir_diag d = {{0}};
+    if (apply_fissions(w, &full, ne, &d) != IR_OK) {
+        fprintf(stderr,
+                "%s of node %u: applied to G_e directly, but its fissions fail on G_b: %s\n",
+                rw_kind_name(r->kind), r->node_id, d.msg);
+        abort();
+    }
+    const ir_graph *a = m->ge->g, *b = full.ge->g;
+    if (a->n_nodes != b->n_nodes || ir_graph_hash(a) != ir_graph_hash(b) ||
+        m->n_fis != full.n_fis || memcmp(m->fis, full.fis, sizeof(uint32_t) * m->n_fis) != 0) {
+        fprintf(stderr,
+                "%s of node %u: G_e rewritten directly differs from its fissions re-applied "
+                "(%d and %d nodes, %d and %d fission ids)\n",
+                rw_kind_name(r->kind), r->node_id, a->n_nodes, b->n_nodes, m->n_fis, full.n_fis);
+        abort();
+    }
+    graph_unref(full.ge);
+    free(full.fis);
+}
+#endif
+
 ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *r, xs_mat **out,
                     xs_eval *ev, ir_diag *d) {
     *out = NULL;
@@ -566,20 +653,30 @@ ir_status xs_derive(xs_ctx *c, xs_worker *w, const xs_mat *p, const rw_rewrite *
         }
     }
     int ne = nft ? rw_ftree_enabled(c->ft, m->config, w->fissions) : 0;
-    if (ne == 0)
-        m->ge = graph_ref(m->gb);
-    else if ((st = apply_fissions(w, m, ne, d)) != IR_OK)
-        goto fail;
-    /* a fission change re-schedules around the old and the new groups; a rewrite of G_b around
-     * what it touched, plus fission nodes that appeared or went (none unless ids moved). A
-     * rewrite inside a region (a remat or swap joining S) re-materializes the whole group: its
-     * parts' shapes and borders may change beyond the nodes the rewrite named, so the group's
-     * nodes count as touched too (ir_graph_hash_update's contract) */
-    bool inside = false;
+    bool inside = false, direct = false;
     for (int i = 0; i < nt && !ft_kind && !inside; i++)
         inside = in_sorted(p->fis, p->n_fis, w->touched[i]);
-    merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind || inside, w->touched, &nt,
-              XS_TOUCHED_CAP);
+    if (ne == 0) {
+        m->ge = graph_ref(m->gb);
+    } else if (!ft_kind && r->kind != RW_PET &&
+               (st = derive_ge_direct(w, p, m, r, w->touched, nt, inside, d)) != IR_ERR_INVALID) {
+        if (st != IR_OK) goto fail;
+#ifndef NDEBUG
+        check_direct(w, m, ne, r);
+#endif
+        direct = true;
+    } else if ((st = apply_fissions(w, m, ne, d)) != IR_OK) {
+        goto fail;
+    }
+    /* a fission change re-schedules around the old and the new groups; a rewrite of G_b around
+     * what it touched, plus fission nodes that appeared or went (none unless ids moved). A
+     * rewrite inside a region (a remat or swap joining S) whose group was re-materialized
+     * counts the group's nodes as touched too: its parts' shapes and borders may change beyond
+     * the nodes the rewrite named (ir_graph_hash_update's contract). Carried over to G_e
+     * directly, it changed nothing but what it touched. */
+    if (!direct)
+        merge_ids(p->fis, p->n_fis, m->fis, m->n_fis, ft_kind || inside, w->touched, &nt,
+                  XS_TOUCHED_CAP);
     w->phase[XS_PHASE_REWRITE] += ir_now_seconds() - t;
 
     t = ir_now_seconds();

@@ -75,7 +75,12 @@ typedef struct fis_work {
     int n_outs;
     int *ordering; /* ordering-only inputs of every slice: buffers, then produced inputs */
     int n_ordering;
-    int *slice_in;   /* scratch: one slice's inputs */
+    int *slice_in; /* scratch: one slice's inputs */
+    /* S's node indices by ascending stable id: the order its border is enumerated in, so the
+     * fission nodes' ids and the slices' ordering inputs do not depend on where a rewrite's
+     * re-sort left S's nodes in the array (the explorer carries a rewrite of G_b over to G_e
+     * with the parent's fission nodes; rules-fission-direct.c) */
+    int *by_id;
     int first_slice; /* the value of the group's first slice, -1 before it */
     touch_list *touched;
 } fis_work;
@@ -91,6 +96,7 @@ static void work_free(fis_work *w) {
     free(w->outs);
     free(w->ordering);
     free(w->slice_in);
+    free(w->by_id);
 }
 
 static ir_status nomem(ir_diag *d) {
@@ -180,7 +186,7 @@ static ir_status collect(fis_work *w, ir_diag *d) {
         w->shape0[v] = g->values[v].shape;
     }
     for (int j = 0; j < fi->n_s; j++) {
-        const ir_node *n = &g->nodes[fi->s[j]];
+        const ir_node *n = &g->nodes[w->by_id[j]];
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
             if (v < 0) continue;
@@ -191,7 +197,7 @@ static ir_status collect(fis_work *w, ir_diag *d) {
             if (!outside) continue;
             /* the check let through split nodes (every output has a D-dim) and partial nodes
              * (no output has one, one summed reduce axis) only */
-            IR_ASSERT(w->vdim[v] >= 0 || rw_dgraph_reduce_in(w->dg, fi->s[j], fi->comp) > 0);
+            IR_ASSERT(w->vdim[v] >= 0 || rw_dgraph_reduce_in(w->dg, w->by_id[j], fi->comp) > 0);
             w->outs[w->n_outs++] =
                 (fis_out){.value = v, .dim = w->vdim[v], .inner = strided(w, v), .buffer = -1};
         }
@@ -200,7 +206,7 @@ static ir_status collect(fis_work *w, ir_diag *d) {
      * slots are filled once the buffers exist (make_buffers). */
     int n_prod = 0;
     for (int j = 0; j < fi->n_s; j++) {
-        const ir_node *n = &g->nodes[fi->s[j]];
+        const ir_node *n = &g->nodes[w->by_id[j]];
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k], p = v >= 0 ? g->values[v].producer : -1;
             if (v < 0 || (p >= 0 && fi->in_s[p]) || seen[v]) continue;
@@ -282,8 +288,8 @@ static ir_status make_slices(fis_work *w, ir_diag *d) {
      * inputs of every slice, so they exist before the group's first step (as the other parts,
      * cloned there, read them too) */
     for (int j = 0; j < fi->n_s; j++) {
-        for (int k = 0; k < g->nodes[fi->s[j]].n_in; k++) {
-            int x = g->nodes[fi->s[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
+        for (int k = 0; k < g->nodes[w->by_id[j]].n_in; k++) {
+            int x = g->nodes[w->by_id[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
             if (x < 0 || x >= w->n_values0 || (p >= 0 && fi->in_s[p]) || w->exposed[x] >= 0)
                 continue;
             int64_t inner = strided(w, x);
@@ -297,8 +303,8 @@ static ir_status make_slices(fis_work *w, ir_diag *d) {
     }
     for (int j = 0; j < fi->n_s; j++) {
         /* index, not pointer: make_slice adds nodes */
-        for (int k = 0; k < g->nodes[fi->s[j]].n_in; k++) {
-            int x = g->nodes[fi->s[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
+        for (int k = 0; k < g->nodes[w->by_id[j]].n_in; k++) {
+            int x = g->nodes[w->by_id[j]].in[k], p = x >= 0 ? g->values[x].producer : -1;
             if (x < 0 || x >= w->n_values0 || (p >= 0 && fi->in_s[p]) || w->remap[x] >= 0) continue;
             int dim = rw_dgraph_value_dim_in(w->dg, x, fi->comp);
             if (dim < 0) continue; /* shared whole */
@@ -459,6 +465,17 @@ static ir_status assemble(fis_work *w, ir_diag *d) {
     return IR_OK;
 }
 
+static int cmp_node_id(const void *a, const void *b, void *arg) {
+    const ir_graph *g = arg;
+    uint32_t x = g->nodes[*(const int *)a].id, y = g->nodes[*(const int *)b].id;
+    return (x > y) - (x < y);
+}
+
+/* Node indices idx[0..n) by ascending stable id. */
+static void sort_by_id(const ir_graph *g, int *idx, int n) {
+    qsort_r(idx, (size_t)n, sizeof *idx, cmp_node_id, (void *)g);
+}
+
 static ir_status apply_one(ir_graph *g, const rw_fission *f, int group, touch_list *t, ir_diag *d) {
     fis_work w = {
         .g = g, .f = f, .group = group, .parts = f->parts, .touched = t, .first_slice = -1};
@@ -474,6 +491,12 @@ static ir_status apply_one(ir_graph *g, const rw_fission *f, int group, touch_li
         goto out;
     }
     if ((st = rw_fission_analyze(g, w.dg, f, &w.fi, d)) != IR_OK) goto out;
+    if (!(w.by_id = malloc(sizeof(int) * ((size_t)w.fi.n_s + 1)))) {
+        st = nomem(d);
+        goto out;
+    }
+    memcpy(w.by_id, w.fi.s, sizeof(int) * (size_t)w.fi.n_s);
+    sort_by_id(g, w.by_id, w.fi.n_s);
     if ((st = rw_users_build(g, &w.users, d)) != IR_OK) goto out;
     w.n_values0 = g->n_values;
     if ((st = collect(&w, d)) != IR_OK) goto out;

@@ -285,6 +285,21 @@ int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
 ir_graph *rw_fission_apply(const ir_graph *g, const rw_fission *fs, int n, uint32_t *touched,
                            int *n_touched, ir_diag *d);
 
+/* rw_apply(g_b, r) carried over to its one-copy graph ge = rw_fission_apply(g_b, ...) without
+ * re-applying the fissions (rules-fission-direct.c): r applied to ge directly, its new nodes
+ * given the ids they got in g_b (first_new = g_b's next id, new_next = the rewritten g_b's; at
+ * most base, ge's first fission id) and, inside a region, the group's tags; ge's next id is kept.
+ * touched_b[0..nt_b) are the ids rw_apply touched in g_b; touched (RW_MAX_TOUCHED) and
+ * *n_touched get those it touched in ge, the same set. The result is the graph re-applying the
+ * fissions to the rewritten g_b would give, up to node order and the names of new nodes and
+ * constants. NULL with *st = IR_ERR_INVALID where that cannot be relied on (r touches nodes on
+ * both sides of a region's border, a new node would lie outside the region it was made in, r
+ * acts otherwise on ge, r is not a remat, swap, their inverses or a substitution): re-apply
+ * the fissions then. IR_ERR_NOMEM when out of memory. */
+ir_graph *rw_apply_one_copy(const ir_graph *ge, uint32_t first_new, uint32_t new_next,
+                            uint32_t base, const rw_rewrite *r, const uint32_t *touched_b, int nt_b,
+                            uint32_t *touched, int *n_touched, ir_status *st, ir_diag *d);
+
 /* Materializes a one-copy graph (rw_fission_apply's) scheduled by order: each group's n-1 other
  * parts are cloned (slice and assemble indices 0..n-2) and placed, one part after another, just
  * before the group's first node in order; the assembles of one output chain through the buffer

@@ -37,9 +37,24 @@ double sched_node_seconds(prof_model *cost, const ir_graph *g, const int *root, 
 
 int sfg_node_group(const ir_node *n, int *parts) {
     *parts = 1;
-    if (n->n_attrs == 0) return -1;
-    int64_t k = ir_attr_int(n, "magpie_fission_group", -1),
-            p = ir_attr_int(n, "magpie_fission_parts", 1);
+    /* one pass over the attributes, the names compared only where they start as the tags do:
+     * the simulator asks this of every node several times per state */
+    int64_t k = -1, p = 1;
+    bool has_k = false, has_p = false;
+    for (int a = 0; a < n->n_attrs && !(has_k && has_p); a++) {
+        const ir_attr *at = &n->attrs[a];
+        const char *nm = at->name;
+        if (!nm || nm[0] != 'm' || strncmp(nm, "magpie_fission_", 15) != 0) continue;
+        /* as ir_attr_int: the first of the name (which also saturates a float) */
+        int64_t x = at->type == IR_ATTR_FLOAT ? ir_attr_int(n, nm, 0) : at->i;
+        if (!has_k && strcmp(nm + 15, "group") == 0) {
+            k = x;
+            has_k = true;
+        } else if (!has_p && strcmp(nm + 15, "parts") == 0) {
+            p = x;
+            has_p = true;
+        }
+    }
     if (k < 0 || k > INT_MAX || p < 2 || p > INT_MAX) return -1;
     *parts = (int)p;
     return (int)k;

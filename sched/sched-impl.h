@@ -229,4 +229,10 @@ void sfg_free(sfg_groups *f); /* NULL-safe */
 size_t sfg_replay(sfg_groups *f, const ir_graph *g, const int *root, int k, int *peak_at,
                   uint8_t *live);
 
+/* sched_memory_compute, handing the caller what it found on the way: the roots (sfg_roots; a
+ * malloc'd array of g->n_values entries) in *root_out and the groups (sfg_find; sfg_free them) in
+ * *fg_out, either may be NULL; set on success only. The simulator reads both again. */
+ir_status sched_memory_compute_keep(const ir_graph *g, const int *order, sched_memory *m,
+                                    int **root_out, sfg_groups *fg_out, ir_diag *d);
+
 #endif

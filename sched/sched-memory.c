@@ -55,7 +55,14 @@ static ir_status replay_hotspots(const ir_graph *g, sfg_groups *f, const int *ro
 }
 
 ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory *m, ir_diag *d) {
+    return sched_memory_compute_keep(g, order, m, NULL, NULL, d);
+}
+
+ir_status sched_memory_compute_keep(const ir_graph *g, const int *order, sched_memory *m,
+                                    int **root_out, sfg_groups *fg_out, ir_diag *d) {
     memset(m, 0, sizeof *m);
+    if (root_out) *root_out = NULL;
+    if (fg_out) memset(fg_out, 0, sizeof *fg_out);
     int n = g->n_nodes;
     ir_status st = IR_OK;
     int *own = NULL, *pos = NULL, *root = NULL, *t0_group = NULL;
@@ -179,9 +186,17 @@ ir_status sched_memory_compute(const ir_graph *g, const int *order, sched_memory
 out:
     free(own);
     free(pos);
-    free(root);
     free(t0_group);
     free(delta);
+    if (st == IR_OK && root_out) {
+        *root_out = root;
+        root = NULL;
+    }
+    if (st == IR_OK && fg_out) {
+        *fg_out = fg;
+        memset(&fg, 0, sizeof fg);
+    }
+    free(root);
     sfg_free(&fg);
     if (st != IR_OK) sched_memory_free(m);
     return st;

@@ -76,14 +76,10 @@ static void replay_blocks_free(replay_blocks *rb) {
     memset(rb, 0, sizeof *rb);
 }
 
+/* rb->root and rb->f are sched_memory_compute_keep's. */
 static ir_status find_replay_blocks(const ir_graph *g, const int *order, replay_blocks *rb,
                                     ir_diag *d) {
-    memset(rb, 0, sizeof *rb);
-    if (!(rb->root = malloc(sizeof(int) * ((size_t)g->n_values + 1))))
-        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating the fission groups");
-    sfg_roots(g, rb->root);
-    ir_status st = sfg_find(&rb->f, g, order, rb->root, d);
-    if (st != IR_OK || rb->f.n == 0) return st;
+    if (rb->f.n == 0) return IR_OK;
     int n = g->n_nodes, *pos = malloc(sizeof(int) * ((size_t)n + 1));
     rb->at = malloc(sizeof(int) * ((size_t)n + 1));
     rb->saved = malloc(sizeof(double) * ((size_t)g->n_values + 1));
@@ -112,21 +108,31 @@ typedef struct streams {
     double compute_free, copy_free, last_compute_end;
 } streams;
 
-/* Runs node nd on its stream once its inputs are ready (ready[], by value) and returns when it
- * ends; the caller records the outputs' ready times. */
-static double run_node(const ir_graph *g, const int *root, const ir_node *nd, prof_model *cost,
-                       const double *ready, streams *t, double *start_out) {
+/* The seconds each node of g takes on its stream (sec[i] by node index): a group's node runs
+ * once per part, and is costed once. */
+static void node_seconds(const ir_graph *g, const int *root, prof_model *cost, double *sec) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        sec[i] = on_copy_stream(nd) ? prof_transfer_seconds(cost, swap_bytes(g, nd))
+                                    : sched_node_seconds(cost, g, root, nd);
+    }
+}
+
+/* Runs node nd (of seconds sec) on its stream once its inputs are ready (ready[], by value) and
+ * returns when it ends; the caller records the outputs' ready times. */
+static double run_node(const ir_node *nd, double sec, const double *ready, streams *t,
+                       double *start_out) {
     double at = 0.0, start, end;
     for (int i = 0; i < nd->n_in; i++)
         if (nd->in[i] >= 0 && ready[nd->in[i]] > at) at = ready[nd->in[i]];
     if (on_copy_stream(nd)) {
         start = at > t->copy_free ? at : t->copy_free;
         if (t->last_compute_end > start) start = t->last_compute_end;
-        end = start + prof_transfer_seconds(cost, swap_bytes(g, nd));
+        end = start + sec;
         t->copy_free = end;
     } else {
         start = at > t->compute_free ? at : t->compute_free;
-        end = start + sched_node_seconds(cost, g, root, nd);
+        end = start + sec;
         t->compute_free = t->last_compute_end = end;
     }
     if (start_out) *start_out = start;
@@ -138,7 +144,7 @@ static double run_node(const ir_graph *g, const int *root, const ir_node *nd, pr
  * as the scheduled copy's do. Values the group produces get part-local ready times in ready[]
  * and their own back afterwards (a generator of the scheduled copy may have run already); what
  * the group reads from outside is ready as the simulation so far says. */
-static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, prof_model *cost,
+static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, const double *sec,
                          double *ready, streams *t) {
     const int *nodes = rb->f.node + rb->f.off[k];
     int cnt = rb->f.off[k + 1] - rb->f.off[k];
@@ -150,7 +156,7 @@ static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, prof
     for (int part = 1; part < rb->f.parts[k]; part++)
         for (int i = 0; i < cnt; i++) {
             const ir_node *x = &g->nodes[nodes[i]];
-            double end = run_node(g, rb->root, x, cost, ready, t, NULL);
+            double end = run_node(x, sec[nodes[i]], ready, t, NULL);
             for (int o = 0; o < x->n_out; o++)
                 if (x->out[o] >= 0) ready[x->out[o]] = end;
         }
@@ -166,19 +172,20 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     memset(out, 0, sizeof *out);
     replay_blocks rb = {0};
     sched_memory m;
-    ir_status st = sched_memory_compute(g, order, &m, d);
+    ir_status st = sched_memory_compute_keep(g, order, &m, &rb.root, &rb.f, d);
     if (st != IR_OK) return st;
     int n = g->n_nodes;
     size_t ns = (size_t)(n ? n : 1);
     int *own = NULL;
     double *ready = malloc(sizeof(double) * (size_t)(g->n_values ? g->n_values : 1));
+    double *sec = malloc(sizeof(double) * ns);
     long long *delta = malloc(sizeof(long long) * (ns + 1));
     out->start_s = malloc(sizeof(double) * ns);
     out->end_s = malloc(sizeof(double) * ns);
     out->device_bytes = malloc(sizeof(size_t) * ns);
     out->host_bytes = malloc(sizeof(size_t) * ns);
     if (!order) order = own = sched_eager_order(g);
-    if (!ready || !delta || !order || !out->start_s || !out->end_s || !out->device_bytes ||
+    if (!ready || !sec || !delta || !order || !out->start_s || !out->end_s || !out->device_bytes ||
         !out->host_bytes) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory simulating %d steps", n);
         goto out;
@@ -187,12 +194,13 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     for (int v = 0; v < g->n_values; v++) ready[v] = 0.0;
 
     if ((st = find_replay_blocks(g, order, &rb, d)) != IR_OK) goto out;
+    node_seconds(g, rb.root, cost, sec);
     streams t = {0};
     double latency = 0.0;
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
-        if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], cost, ready, &t);
-        double start, end = run_node(g, rb.root, nd, cost, ready, &t, &start);
+        if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], sec, ready, &t);
+        double start, end = run_node(nd, sec[order[s]], ready, &t, &start);
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0) ready[nd->out[i]] = end;
         out->start_s[s] = start;
@@ -210,6 +218,7 @@ out:
     sched_memory_free(&m);
     free(own);
     free(ready);
+    free(sec);
     free(delta);
     if (st != IR_OK) sched_sim_free(out);
     return st;
