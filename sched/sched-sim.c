@@ -115,7 +115,7 @@ typedef struct streams {
 /* Runs node nd on its stream once its inputs are ready (ready[], by value) and returns when it
  * ends; the caller records the outputs' ready times. */
 static double run_node(const ir_graph *g, const int *root, const ir_node *nd, prof_model *cost,
-                       const double *ready, streams *t, double *start_out) {
+                       const double *ready, streams *t, double *start_out, bool first_part) {
     double at = 0.0, start, end;
     for (int i = 0; i < nd->n_in; i++)
         if (nd->in[i] >= 0 && ready[nd->in[i]] > at) at = ready[nd->in[i]];
@@ -126,7 +126,7 @@ static double run_node(const ir_graph *g, const int *root, const ir_node *nd, pr
         t->copy_free = end;
     } else {
         start = at > t->compute_free ? at : t->compute_free;
-        end = start + sched_node_seconds(cost, g, root, nd);
+        end = start + sfg_part_seconds(cost, g, root, nd, first_part);
         t->compute_free = t->last_compute_end = end;
     }
     if (start_out) *start_out = start;
@@ -134,7 +134,8 @@ static double run_node(const ir_graph *g, const int *root, const ir_node *nd, pr
 }
 
 /* The n-1 other parts of group k, one after another, each its nodes in the group's order on the
- * same two streams, as rw_fission_materialize lays them out: a part's swaps overlap its compute
+ * same two streams, as rw_fission_materialize lays them out (the first is part 0, whose
+ * FissionAccumulates copy: sfg_part_seconds): a part's swaps overlap its compute
  * as the scheduled copy's do. Values the group produces get part-local ready times in ready[]
  * and their own back afterwards (a generator of the scheduled copy may have run already); what
  * the group reads from outside is ready as the simulation so far says. */
@@ -150,7 +151,7 @@ static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, prof
     for (int part = 1; part < rb->f.parts[k]; part++)
         for (int i = 0; i < cnt; i++) {
             const ir_node *x = &g->nodes[nodes[i]];
-            double end = run_node(g, rb->root, x, cost, ready, t, NULL);
+            double end = run_node(g, rb->root, x, cost, ready, t, NULL, part == 1);
             for (int o = 0; o < x->n_out; o++)
                 if (x->out[o] >= 0) ready[x->out[o]] = end;
         }
@@ -192,7 +193,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
         if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], cost, ready, &t);
-        double start, end = run_node(g, rb.root, nd, cost, ready, &t, &start);
+        double start, end = run_node(g, rb.root, nd, cost, ready, &t, &start, false);
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0) ready[nd->out[i]] = end;
         out->start_s[s] = start;
