@@ -265,8 +265,10 @@ static ir_status emit_fission(et_ctx *e, const ir_node *n) {
     switch (n->op) {
     case IR_OP_FissionBuffer: {
         const ir_value *o = ir_node_out(g, n, 0);
-        et_line(e, "%s = torch.zeros(%s, dtype=%s, device=dev)", et_out(e, n, 0),
-                et_shape(e, &o->shape), et_run_dtype(e, o->dtype));
+        /* an unfilled buffer is written whole by its chain's part 0 (ops-fission.c) */
+        et_line(e, "%s = torch.%s(%s, dtype=%s, device=dev)", et_out(e, n, 0),
+                ir_fission_buffer_unfilled(n) ? "empty" : "zeros", et_shape(e, &o->shape),
+                et_run_dtype(e, o->dtype));
         return IR_OK;
     }
     case IR_OP_FissionSlice: {
@@ -292,7 +294,8 @@ static ir_status emit_fission(et_ctx *e, const ir_node *n) {
     }
     default: {
         const char *buf = et_in(e, n, 0);
-        et_line(e, "%s.add_(%s)", buf, et_in(e, n, 1));
+        et_line(e, "%s.%s(%s)", buf, ir_fission_accumulate_overwrites(g, n) ? "copy_" : "add_",
+                et_in(e, n, 1));
         et_line(e, "%s = %s", et_out(e, n, 0), buf);
         return IR_OK;
     }

@@ -5,9 +5,14 @@
  *    dimensions it contains (the inputs a fission along it slices);
  *  - the F-Tree's candidates (MAGIS Algorithm 1 on the eager order's hot-spots) with heat and
  *    score, the figures the search starts from;
- *  - for the batch (dimension 0 of the first data input) and every listed component, the first
- *    node that a fission along it as a whole refuses, with the fission checker's own reason
- *    (rw_fission_break_at).
+ *  - for the batch and every listed component, the first node that a fission along it as a whole
+ *    refuses, with the fission checker's own reason (rw_fission_break_at). The batch is the
+ *    dimension of the first data input whose component holds no parameter's dimension, one that
+ *    no node breaks before one that some node does, then the one reaching the most ops, then
+ *    the one with fewer breaks, then the first (dimension 0 when every one holds a
+ *    parameter's): dimension 0 in a batch-first layout, 1 in a sequence-first one ([S, B, E],
+ *    where the sequence reaches as many ops but every attention breaks it), whatever the graph
+ *    names its dimensions.
  * Everything is computed before anything is printed, so a failure leaves stdout empty. */
 #include "cli.h"
 #include "rules.h"
@@ -51,7 +56,8 @@ typedef struct fis_report {
     fis_comp *comps;
     fis_input *inputs;
     int batch_input; /* value id of the first data input, -1 without one */
-    int batch;       /* index in comps of its dimension 0, -1 when not listed */
+    int batch_dim;   /* its dimension taken for the batch */
+    int batch;       /* index in comps of that dimension's component, -1 when not listed */
     fis_break batch_breaks[TEXT_MAX_BREAKS];
     int n_batch_breaks; /* listed (at most TEXT_MAX_BREAKS) */
 } fis_report;
@@ -72,6 +78,13 @@ static int cmp_comp(const void *a, const void *b) {
 /* The graph inputs a fission could slice: residents that are inputs, parameters or data. */
 static bool is_split_input(const ir_value *v) {
     return v->producer < 0 && (v->flags & (IR_VF_INPUT | IR_VF_PARAM | IR_VF_DATA));
+}
+
+/* A parameter's dimension is in c: c is no batch (no parameter has one). */
+static bool holds_param(const ir_graph *g, const fis_comp *c) {
+    for (int i = 0; i < c->n_inputs; i++)
+        if (g->values[c->inputs[i].value].flags & IR_VF_PARAM) return true;
+    return false;
 }
 
 /* The break of comp at index >= from; false when out of memory. */
@@ -189,14 +202,34 @@ static ir_status build_report(const ir_graph *g, const sched_memory *m, fis_repo
         const ir_value *v = &g->values[g->inputs[i]];
         if ((v->flags & IR_VF_DATA) && v->shape.rank > 0) r->batch_input = g->inputs[i];
     }
+    for (int j = 0; j < r->n_comps; j++) {
+        if (!comp_breaks(g, r->dg, &r->comps[j], NULL, NULL)) {
+            st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory analyzing the dimension graph");
+            goto out;
+        }
+    }
     if (r->batch_input >= 0) {
+        const ir_value *in = &g->values[r->batch_input];
+        for (int dim = 0; dim < in->shape.rank; dim++) {
+            int c = rw_dgraph_value_comp(r->dg, r->batch_input, dim), j = c >= 0 ? slot[c] : -1;
+            if (j < 0 || holds_param(g, &r->comps[j])) continue;
+            const fis_comp *x = &r->comps[j], *b = r->batch >= 0 ? &r->comps[r->batch] : NULL;
+            bool whole = x->n_breaks == 0, b_whole = b && b->n_breaks == 0;
+            if (!b || (whole && !b_whole) ||
+                (whole == b_whole &&
+                 (x->ops > b->ops || (x->ops == b->ops && x->n_breaks < b->n_breaks)))) {
+                r->batch = j;
+                r->batch_dim = dim;
+            }
+        }
+    }
+    if (r->batch < 0 && r->batch_input >= 0) { /* no other candidate: dimension 0 */
         int c = rw_dgraph_value_comp(r->dg, r->batch_input, 0);
         r->batch = c >= 0 ? slot[c] : -1;
     }
-    for (int j = 0; j < r->n_comps; j++) {
-        bool batch = j == r->batch;
-        if (!comp_breaks(g, r->dg, &r->comps[j], batch ? r->batch_breaks : NULL,
-                         &r->n_batch_breaks)) {
+    if (r->batch >= 0) { /* again, keeping the batch's first breaks */
+        r->comps[r->batch].n_breaks = 0;
+        if (!comp_breaks(g, r->dg, &r->comps[r->batch], r->batch_breaks, &r->n_batch_breaks)) {
             st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory analyzing the dimension graph");
             goto out;
         }
@@ -281,8 +314,9 @@ static void print_json(const ir_graph *g, const char *path, const fis_report *r)
         const fis_comp *c = r->batch >= 0 ? &r->comps[r->batch] : NULL;
         cli_json_obj_begin(&j);
         cli_json_kv_str(&j, "input", g->values[r->batch_input].name);
-        cli_json_kv_int(&j, "component", rw_dgraph_value_comp(r->dg, r->batch_input, 0));
-        cli_json_kv_int(&j, "length", g->values[r->batch_input].shape.dims[0]);
+        cli_json_kv_int(&j, "dim", r->batch_dim);
+        cli_json_kv_int(&j, "component", rw_dgraph_value_comp(r->dg, r->batch_input, r->batch_dim));
+        cli_json_kv_int(&j, "length", g->values[r->batch_input].shape.dims[r->batch_dim]);
         cli_json_kv_int(&j, "ops", c ? c->ops : 0);
         cli_json_kv_int(&j, "candidates", c ? c->candidates : 0);
         cli_json_kv_int(&j, "largest_candidate_nodes", c ? c->largest : 0);
@@ -374,9 +408,10 @@ static void print_text(const ir_graph *g, const char *path, const fis_report *r,
     }
     const ir_value *in = &g->values[r->batch_input];
     const fis_comp *c = r->batch >= 0 ? &r->comps[r->batch] : NULL;
-    printf("batch        %s[0] (length %lld): component %d, %d ops, %d F-Tree candidates", in->name,
-           (long long)in->shape.dims[0], rw_dgraph_value_comp(r->dg, r->batch_input, 0),
-           c ? c->ops : 0, c ? c->candidates : 0);
+    printf("batch        %s[%d] (length %lld): component %d, %d ops, %d F-Tree candidates",
+           in->name, r->batch_dim, (long long)in->shape.dims[r->batch_dim],
+           rw_dgraph_value_comp(r->dg, r->batch_input, r->batch_dim), c ? c->ops : 0,
+           c ? c->candidates : 0);
     if (c && c->largest) printf(" (the largest: %d nodes)", c->largest);
     printf("\n");
     if (!c || c->n_breaks == 0) {

@@ -439,6 +439,12 @@ bool ir_graph_overwriters(const ir_graph *g, bool taken_only, int *owner);
  * (FissionSlice's buffers, ops-fission.c): an in-place writer of that value need not wait for
  * such a reader (no write-after-read edge), though the reader still keeps the buffer live. */
 bool ir_input_order_only(const ir_node *n, int i);
+/* True for a FissionBuffer with `fill` 0: a FissionAccumulate chain's buffer, which part 0 writes
+ * whole before anything reads it, so a device allocates it without a fill (ops-fission.c). */
+bool ir_fission_buffer_unfilled(const ir_node *n);
+/* True for a FissionAccumulate of part 0 (`index` 0) whose buffer input is an unfilled
+ * FissionBuffer's output: it writes the part over the buffer instead of adding it. */
+bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);

@@ -2,14 +2,21 @@
  * along one dimension into `parts` equal parts run one after another (rules.h, rw_fission_*).
  *
  *  - FissionBuffer() -> buf: zeros of attributes `shape` and `dtype` (an ir_dtype); the full-size
- *    result an output of S is assembled in. Runs once per group.
+ *    result an output of S is assembled in. Runs once per group. With `fill` = 0 (default 1) the
+ *    buffer is a FissionAccumulate chain's, whose part 0 writes it whole before anything reads
+ *    it: a device allocates it without a fill, so it costs no bytes and no kernel
+ *    (prof_roofline_seconds); the kernel here zeroes it all the same, so that running a one-copy
+ *    graph alone never reads uninitialized memory.
  *  - FissionSlice(x, buf...) -> part: part `index` of `parts` equal parts of x along `axis`. The
  *    inputs after x are ordering-only (ir_input_order_only): they make every buffer of the group
  *    exist before its first part starts, and the kernel never reads them.
  *  - FissionAssemble(buf, part[, after]) -> buf': part written into slot `index` of buf along
  *    `axis`.
  *  - FissionAccumulate(buf, part[, after]) -> buf': buf + part (an output of S summed over the
- *    split reduce axis, e.g. a weight gradient over the batch).
+ *    split reduce axis, e.g. a weight gradient over the batch); part 0 (`index` 0) of a chain
+ *    whose buffer is unfilled writes buf' = part without reading buf, as a framework's gradient
+ *    accumulation does with the first micro-batch's gradient: two times the part's bytes, not
+ *    three (ir_fission_accumulate_overwrites).
  *    The optional third input is ordering-only: the group's first slice, so that no part writes
  *    a buffer before the group starts (a part computed from generators alone could).
  *
@@ -95,6 +102,16 @@ static ir_status buffer_kernel(const ir_kernel_ctx *k) {
     size_t bytes = (size_t)ir_tensor_numel(o) * ir_dtype_size(o->dtype);
     if (bytes) memset(o->data, 0, bytes);
     return IR_OK;
+}
+
+bool ir_fission_buffer_unfilled(const ir_node *n) {
+    return n->op == IR_OP_FissionBuffer && ir_attr_int(n, "fill", 1) == 0;
+}
+
+/* What a device writes: the whole buffer when it is zero-filled, nothing otherwise. */
+static double buffer_bytes(const ir_graph *g, const ir_node *n) {
+    const ir_value *o = ir_node_out(g, n, 0);
+    return o && !ir_fission_buffer_unfilled(n) ? (double)ir_value_bytes(o) : 0.0;
 }
 
 /* ---------------------------------------------------------------- FissionSlice */
@@ -224,6 +241,11 @@ static ir_status accumulate_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *b = &k->in[0], *p = &k->in[1];
     ir_tensor *o = &k->out[0];
     int64_t n = ir_tensor_numel(b);
+    if (ir_fission_accumulate_overwrites(k->graph, k->node)) { /* the first part: buf' = part */
+        size_t bytes = (size_t)n * ir_dtype_size(b->dtype);
+        if (bytes && o->data != p->data) memmove(o->data, p->data, bytes);
+        return IR_OK;
+    }
     /* Element i is read from both inputs before it is written: correct aliased or not. */
     if (b->dtype == IR_F32) {
         const float *x = b->data, *y = p->data;
@@ -245,20 +267,30 @@ static ir_status accumulate_kernel(const ir_kernel_ctx *k) {
     return IR_OK;
 }
 
+bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n) {
+    if (!g || n->op != IR_OP_FissionAccumulate || n->n_in < 1 || n->in[0] < 0 ||
+        ir_attr_int(n, "index", -1) != 0)
+        return false;
+    int p = g->values[n->in[0]].producer;
+    return p >= 0 && ir_fission_buffer_unfilled(&g->nodes[p]);
+}
+
 static double accumulate_flops(const ir_graph *g, const ir_node *n) {
-    return (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
+    return ir_fission_accumulate_overwrites(g, n)
+               ? 0.0
+               : (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
 /* Reads the buffer and the part, writes the buffer: three times the part (the ordering-only
- * third input is never read). */
+ * third input is never read); part 0 into an unfilled buffer reads only the part. */
 static double accumulate_bytes(const ir_graph *g, const ir_node *n) {
-    return 3.0 * part_bytes(g, n, 1);
+    return (ir_fission_accumulate_overwrites(g, n) ? 2.0 : 3.0) * part_bytes(g, n, 1);
 }
 
 /* ---------------------------------------------------------------- the op table entries */
 
 IR_MAGPIE_OP_DEF(FissionBuffer, 0, 0, 1, 1, .flags = IR_OPF_FLOAT16, .infer = buffer_infer,
-                 .kernel = buffer_kernel);
+                 .kernel = buffer_kernel, .bytes = buffer_bytes);
 IR_MAGPIE_OP_DEF(FissionSlice, 1, 1 << 20, 1, 1, .flags = IR_OPF_FLOAT16, .infer = slice_infer,
                  .kernel = slice_kernel, .bytes = slice_bytes);
 IR_MAGPIE_OP_DEF(FissionAssemble, 2, 3, 1, 1, .flags = IR_OPF_INPLACE | IR_OPF_FLOAT16,

@@ -13,7 +13,9 @@
  * With that efficiency the compute term is (F + P * knee_s) / P: a fixed ramp of knee_s added
  * to the ideal time, which is what a kernel too small to fill the GPU pays. An op with F = 0
  * pays no ramp. Constant, Shape and Size move no data (their outputs are descriptions, not
- * tensors the device reads) and cost L. Store and Load cost bytes / host_link_bw + L. */
+ * tensors the device reads) and cost L. Store and Load cost bytes / host_link_bw + L. A
+ * FissionBuffer without a fill (ir_fission_buffer_unfilled) is an allocation and runs no kernel:
+ * 0. */
 #include "prof-impl.h"
 
 #include <string.h>
@@ -45,6 +47,7 @@ double prof_roofline_seconds(const prof_target *t, const ir_graph *g, const ir_n
     if (prof_is_transfer(g, n, &xfer)) return prof_roofline_transfer(t, xfer);
     const ir_op_def *def = ir_op_get(n->op);
     if (n->op == IR_OP_Constant || (def && (def->flags & IR_OPF_SHAPE_ONLY))) return t->launch_s;
+    if (ir_fission_buffer_unfilled(n)) return 0.0;
 
     double bytes = ir_node_bytes(g, n);
 

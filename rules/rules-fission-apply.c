@@ -239,10 +239,12 @@ static ir_status make_buffers(fis_work *w, ir_diag *d) {
         int64_t *dims = ir_graph_alloc(g, sizeof(int64_t) * (size_t)(s.rank ? s.rank : 1));
         if (!dims) return nomem(d);
         memcpy(dims, s.dims, sizeof(int64_t) * (size_t)s.rank);
-        ir_attr a[2] = {{.name = "shape", .type = IR_ATTR_INTS, .n = s.rank, .ints = dims},
-                        {.name = "dtype", .type = IR_ATTR_INT, .i = g->values[v].dtype}};
-        ir_status st = add_node(w, IR_OP_FissionBuffer, nn, vn, g->values[v].dtype, &s, 0, NULL, 2,
-                                a, false, &w->outs[j].buffer, d);
+        /* an accumulated output's part 0 writes its buffer whole (ops-fission.c): no fill */
+        ir_attr a[3] = {{.name = "shape", .type = IR_ATTR_INTS, .n = s.rank, .ints = dims},
+                        {.name = "dtype", .type = IR_ATTR_INT, .i = g->values[v].dtype},
+                        {.name = "fill", .type = IR_ATTR_INT, .i = 0}};
+        ir_status st = add_node(w, IR_OP_FissionBuffer, nn, vn, g->values[v].dtype, &s, 0, NULL,
+                                w->outs[j].dim >= 0 ? 2 : 3, a, false, &w->outs[j].buffer, d);
         if (st != IR_OK) return st;
         w->ordering[j] = w->outs[j].buffer;
     }

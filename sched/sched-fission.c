@@ -60,10 +60,35 @@ int sfg_node_group(const ir_node *n, int *parts) {
     return (int)k;
 }
 
+/* A group's FissionAccumulate as part 0 runs it (index 0: it copies, ops-fission.c), from a copy
+ * of the kept part's node (index parts - 1) with the index changed; -1 when n is no such node. */
+static double first_accumulate_seconds(prof_model *cost, const ir_graph *g, const int *root,
+                                       const ir_node *n) {
+    enum { MAX_ATTRS = 8 };
+    if (n->op != IR_OP_FissionAccumulate || n->n_attrs > MAX_ATTRS) return -1.0;
+    ir_attr a[MAX_ATTRS];
+    ir_node first = *n;
+    bool found = false;
+    for (int i = 0; i < n->n_attrs; i++) {
+        a[i] = n->attrs[i];
+        if (strcmp(a[i].name, "index") == 0 && a[i].type == IR_ATTR_INT) a[i].i = 0, found = true;
+    }
+    if (!found) return -1.0;
+    first.attrs = a;
+    return sched_node_seconds(cost, g, root, &first);
+}
+
+double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
+                        bool first) {
+    double t0 = first ? first_accumulate_seconds(cost, g, root, n) : -1.0;
+    return t0 >= 0 ? t0 : sched_node_seconds(cost, g, root, n);
+}
+
 double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
     int parts;
     sfg_node_group(n, &parts);
-    return sched_node_seconds(cost, g, root, n) * parts;
+    double t = sched_node_seconds(cost, g, root, n);
+    return parts > 1 ? t * (parts - 1) + sfg_part_seconds(cost, g, root, n, true) : t;
 }
 
 /* The group of the node producing value v, or -1 (residents, untagged producers). */

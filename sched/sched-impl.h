@@ -201,8 +201,13 @@ bool sfg_node_is_view(const ir_graph *g, const int *root, const ir_node *n);
 /* n's group tag when it is tagged with >= 2 parts, else -1; *parts receives n (1 if none). */
 int sfg_node_group(const ir_node *n, int *parts);
 /* sched_node_seconds times the node's parts: the compute time a node of a fission group stands
- * for (sched_place_swaps's estimate; the simulator runs the other parts as one block). */
+ * for (sched_place_swaps's estimate; the simulator runs the other parts as one block). A
+ * FissionAccumulate's part 0 copies instead of adding, and costs what sfg_part_seconds says. */
 double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n);
+/* The time of one part of group node n (the kept part's node, index parts - 1): first for part 0,
+ * where a FissionAccumulate costs as index 0 (a copy), else sched_node_seconds. */
+double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
+                        bool first);
 
 /* The fission groups of g under an order: numbered 0..n-1 by their first step. */
 typedef struct sfg_groups {

@@ -108,13 +108,17 @@ typedef struct streams {
     double compute_free, copy_free, last_compute_end;
 } streams;
 
-/* The seconds each node of g takes on its stream (sec[i] by node index): a group's node runs
- * once per part, and is costed once. */
-static void node_seconds(const ir_graph *g, const int *root, prof_model *cost, double *sec) {
+/* The seconds each node of g takes on its stream, by node index: sec[i] as any part runs it,
+ * sec0[i] as part 0 runs it (a FissionAccumulate's part 0 copies instead of adding:
+ * sfg_part_seconds). A group's node runs once per part, and is costed once. */
+static void node_seconds(const ir_graph *g, const int *root, prof_model *cost, double *sec,
+                         double *sec0) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *nd = &g->nodes[i];
         sec[i] = on_copy_stream(nd) ? prof_transfer_seconds(cost, swap_bytes(g, nd))
                                     : sched_node_seconds(cost, g, root, nd);
+        sec0[i] = nd->op == IR_OP_FissionAccumulate ? sfg_part_seconds(cost, g, root, nd, true)
+                                                    : sec[i];
     }
 }
 
@@ -140,12 +144,13 @@ static double run_node(const ir_node *nd, double sec, const double *ready, strea
 }
 
 /* The n-1 other parts of group k, one after another, each its nodes in the group's order on the
- * same two streams, as rw_fission_materialize lays them out: a part's swaps overlap its compute
+ * same two streams, as rw_fission_materialize lays them out (the first is part 0, whose
+ * FissionAccumulates copy: sfg_part_seconds): a part's swaps overlap its compute
  * as the scheduled copy's do. Values the group produces get part-local ready times in ready[]
  * and their own back afterwards (a generator of the scheduled copy may have run already); what
  * the group reads from outside is ready as the simulation so far says. */
 static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, const double *sec,
-                         double *ready, streams *t) {
+                         const double *sec0, double *ready, streams *t) {
     const int *nodes = rb->f.node + rb->f.off[k];
     int cnt = rb->f.off[k + 1] - rb->f.off[k];
     for (int i = 0; i < cnt; i++) {
@@ -156,7 +161,7 @@ static void replay_parts(const ir_graph *g, const replay_blocks *rb, int k, cons
     for (int part = 1; part < rb->f.parts[k]; part++)
         for (int i = 0; i < cnt; i++) {
             const ir_node *x = &g->nodes[nodes[i]];
-            double end = run_node(x, sec[nodes[i]], ready, t, NULL);
+            double end = run_node(x, part == 1 ? sec0[nodes[i]] : sec[nodes[i]], ready, t, NULL);
             for (int o = 0; o < x->n_out; o++)
                 if (x->out[o] >= 0) ready[x->out[o]] = end;
         }
@@ -178,7 +183,7 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     size_t ns = (size_t)(n ? n : 1);
     int *own = NULL;
     double *ready = malloc(sizeof(double) * (size_t)(g->n_values ? g->n_values : 1));
-    double *sec = malloc(sizeof(double) * ns);
+    double *sec = malloc(sizeof(double) * ns * 2), *sec0 = sec ? sec + ns : NULL;
     long long *delta = malloc(sizeof(long long) * (ns + 1));
     out->start_s = malloc(sizeof(double) * ns);
     out->end_s = malloc(sizeof(double) * ns);
@@ -194,12 +199,12 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
     for (int v = 0; v < g->n_values; v++) ready[v] = 0.0;
 
     if ((st = find_replay_blocks(g, order, &rb, d)) != IR_OK) goto out;
-    node_seconds(g, rb.root, cost, sec);
+    node_seconds(g, rb.root, cost, sec, sec0);
     streams t = {0};
     double latency = 0.0;
     for (int s = 0; s < n; s++) {
         const ir_node *nd = &g->nodes[order[s]];
-        if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], sec, ready, &t);
+        if (rb.at && rb.at[s] >= 0) replay_parts(g, &rb, rb.at[s], sec, sec0, ready, &t);
         double start, end = run_node(nd, sec[order[s]], ready, &t, &start);
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i] >= 0) ready[nd->out[i]] = end;

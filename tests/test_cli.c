@@ -427,6 +427,24 @@ static void test_inspect_fission(void **state) {
     assert_int_equal(p.rc, 0);
     assert_non_null(strstr(p.out, "no node breaks it"));
     proc_free(&p);
+
+    /* a sequence-first encoder ([S, B, E]): the batch is src's dimension 1, which nothing breaks;
+     * the sequence (dimension 0, as many ops) is broken by every attention */
+    const char *seq = src("tests/fixtures/numeric/transformer_encoder_seqfirst_op17/model.onnx");
+    p = run_magpie(tmp, (const char *[]){"inspect", seq, "--shape", "batch=2", "--train", "--loss",
+                                         "mse", "--fission", NULL});
+    if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
+    assert_non_null(strstr(p.out, "batch        src[1] (length 2)"));
+    assert_non_null(strstr(p.out, "no node breaks it"));
+    proc_free(&p);
+    p = run_magpie(tmp, (const char *[]){"inspect", seq, "--shape", "batch=2", "--train", "--loss",
+                                         "mse", "--fission", "--json", NULL});
+    if (p.rc != 0) fail_msg("rc %d: %s", p.rc, p.err);
+    json_parse_object(p.out, &j);
+    batch = json_get(&j, "batch");
+    assert_non_null(strstr(batch, "\"input\":\"src\",\"dim\":1,"));
+    assert_non_null(strstr(batch, "\"length\":2,"));
+    proc_free(&p);
     remove_tree(tmp);
 }
 

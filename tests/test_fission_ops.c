@@ -222,6 +222,53 @@ static void test_accumulate(void **state) {
 
 /* buf = FissionBuffer [8, 12]; s = FissionSlice(x [8, 16], buf) 4 parts; r = Relu(MatMul(s, W));
  * y = FissionAssemble(buf, r); z = FissionAccumulate(FissionBuffer [2, 12], r). */
+/* A chain into an unfilled buffer (`fill` 0, rw_fission_apply's for an accumulated output):
+ * part 0 writes its part over the buffer (a copy: 2 x the part's bytes, no FLOPs), part 1 adds
+ * (3 x); the buffer costs no bytes and, on the roofline, no kernel. Into a zero-filled buffer,
+ * part 0 adds as before. */
+static void test_accumulate_unfilled(void **state) {
+    (void)state;
+    for (int fill = 0; fill <= 1; fill++) {
+        ir_graph *g = ir_graph_new();
+        ir_shape xs = TU_SHAPE(2, 3);
+        int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+        ir_graph_add_input(g, x);
+        g->values[x].flags |= IR_VF_DATA;
+        int64_t dims[] = {2, 3};
+        ir_attr ba[] = {tu_attr_ints("shape", 2, dims), tu_attr_int("dtype", IR_F32),
+                        tu_attr_int("fill", fill)};
+        ir_attr a0[] = {tu_attr_int("parts", 2), tu_attr_int("index", 0)};
+        ir_attr a1[] = {tu_attr_int("parts", 2), tu_attr_int("index", 1)};
+        int buf, p, q, c0, c1;
+        int nb = tu_add_node1(g, IR_OP_FissionBuffer, "buf", 0, NULL, 3, ba, &buf);
+        tu_add_node1(g, IR_OP_Neg, "neg", 1, &x, 0, NULL, &p);
+        tu_add_node1(g, IR_OP_Relu, "relu", 1, &x, 0, NULL, &q);
+        int n0 = tu_add_node1(g, IR_OP_FissionAccumulate, "acc0", 2, (int[]){buf, p}, 2, a0, &c0);
+        int n1 = tu_add_node1(g, IR_OP_FissionAccumulate, "acc1", 2, (int[]){c0, q}, 2, a1, &c1);
+        ir_graph_add_output(g, c1);
+        const double part = 2 * 3 * 4;
+        assert_int_equal(ir_fission_buffer_unfilled(&g->nodes[nb]), !fill);
+        assert_int_equal(ir_fission_accumulate_overwrites(g, &g->nodes[n0]), !fill);
+        assert_false(ir_fission_accumulate_overwrites(g, &g->nodes[n1]));
+        assert_true(ir_node_bytes(g, &g->nodes[n0]) == (fill ? 3 : 2) * part);
+        assert_true(ir_node_flops(g, &g->nodes[n0]) == (fill ? 6 : 0));
+        assert_true(ir_node_bytes(g, &g->nodes[n1]) == 3 * part);
+        assert_true(ir_node_bytes(g, &g->nodes[nb]) == (fill ? part : 0));
+        const prof_target *t = prof_target_find("rtx3090");
+        assert_non_null(t);
+        if (!fill) assert_true(prof_roofline_seconds(t, g, &g->nodes[nb]) == 0.0);
+        float xd[6] = {-1, 2, -3, 4, 0.5f, -0.25f};
+        rt_binding b = {.value = x, .dtype = IR_F32, .shape = xs, .data = xd};
+        rt_result r;
+        ir_diag d = {{0}};
+        if (rt_run(g, &b, 1, NULL, &r, &d) != IR_OK) fail_msg("run: %s", d.msg);
+        const float *o = r.outputs[0].data;
+        for (int i = 0; i < 6; i++) assert_true(o[i] == -xd[i] + (xd[i] > 0 ? xd[i] : 0));
+        rt_result_free(&r);
+        ir_graph_free(g);
+    }
+}
+
 static void test_counts_and_flags(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
@@ -355,10 +402,10 @@ static void test_onnx_roundtrip(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buffer),         cmocka_unit_test(test_slice),
-        cmocka_unit_test(test_assemble),       cmocka_unit_test(test_slice_assemble_roundtrip),
-        cmocka_unit_test(test_accumulate),     cmocka_unit_test(test_counts_and_flags),
-        cmocka_unit_test(test_onnx_roundtrip),
+        cmocka_unit_test(test_buffer),           cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_assemble),         cmocka_unit_test(test_slice_assemble_roundtrip),
+        cmocka_unit_test(test_accumulate),       cmocka_unit_test(test_accumulate_unfilled),
+        cmocka_unit_test(test_counts_and_flags), cmocka_unit_test(test_onnx_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
