@@ -117,8 +117,8 @@ static void node_seconds(const ir_graph *g, const int *root, prof_model *cost, d
         const ir_node *nd = &g->nodes[i];
         sec[i] = on_copy_stream(nd) ? prof_transfer_seconds(cost, swap_bytes(g, nd))
                                     : sched_node_seconds(cost, g, root, nd);
-        sec0[i] = nd->op == IR_OP_FissionAccumulate ? sfg_part_seconds(cost, g, root, nd, true)
-                                                    : sec[i];
+        sec0[i] =
+            nd->op == IR_OP_FissionAccumulate ? sfg_part_seconds(cost, g, root, nd, true) : sec[i];
     }
 }
 
