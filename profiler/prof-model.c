@@ -438,7 +438,8 @@ static ir_status retime_in_run(prof_model *m, const ir_graph *const *gs, int n, 
         }
         chosen[n_chosen++] = k;
     }
-    /* warm-up: pages every buffer in, and sizes the rounds */
+    /* warm-up: pages every buffer in, and sizes the rounds; a graph whose runs would not fit
+     * the budget (at the least rounds) is dropped with the ones after it, its items timed alone */
     double round_s = 0;
     size_t per_round = 0;
     for (int c = 0; c < n_chosen && st == IR_OK; c++) {
@@ -447,6 +448,10 @@ static ir_status retime_in_run(prof_model *m, const ir_graph *const *gs, int n, 
         if (m->be->time_graph(m->ctx, gs[chosen[c]], ns, &run_s, &gd) != IR_OK) {
             chosen[c] = -1;
             continue;
+        }
+        if (c > 0 && (round_s + run_s) * (m->runs + 1) > PROF_RETIME_BUDGET_S) {
+            for (int e = c; e < n_chosen; e++) chosen[e] = -1;
+            break;
         }
         round_s += run_s;
         per_round += (size_t)gs[chosen[c]]->n_nodes;

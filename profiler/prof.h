@@ -98,8 +98,9 @@ ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d);
  *    encoder of bench_pet_measured.sh: a layout mutant's MatMul 112 us alone, 183 in the run,
  *    against the original's 150 and 192, so the mutant was predicted 4.6 % faster and ran even).
  *    Only the graphs that bring a signature the ones before them lack are run: gs[0] always,
- *    then the others from the last (the most rewritten) back; rounds are as many as fit about
- *    PROF_RETIME_BUDGET_S, at least the model's runs.
+ *    then the others from the last (the most rewritten) back, as long as the model's runs of
+ *    them fit PROF_RETIME_BUDGET_S; rounds are as many as fit it (at least the model's runs, at
+ *    most PROF_RETIME_MAX_ROUNDS).
  *  - Otherwise, and for signatures no graph run sampled (a graph that failed to run): each of
  *    the model's runs is one sample of every signature in turn, timed alone, and an entry
  *    becomes the median of its samples.
