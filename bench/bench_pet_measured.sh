@@ -8,7 +8,11 @@
 #   pet      magpie optimize M --pet --device cpu             (mutants + substitutions)
 #   mutants  magpie optimize M --pet --rules pet --device cpu (PET's mutants alone)
 # with optimize's own measuring (--measure 3, its default: the plan written is the best measured
-# one, or the original order when every plan measured ran slower). Then every plan is verified
+# one, or the original order when every plan measured ran slower; optimize runs pinned as the
+# timing below, so that its measuring and the bench's see the same core). Where optimize wrote
+# the original, the row says so ("no plan written") with what optimize measured of the best
+# plan it refused; the file is not timed (the original against itself is one more control).
+# Then every plan is verified
 # (`magpie verify`, which also writes the original's float64 outputs as the reference) and timed
 # side by side with its original: `magpie run --repeat REPEAT` (the median of REPEAT warm runs;
 # REPEAT is sized per model so that a sample lasts about SAMPLE_S, at least 5 runs), ROUNDS
@@ -112,6 +116,7 @@ print("%.2f %.2f %.3f %s" % (1000 * r["original_cpu_s"], 1000 * r["plan_cpu_s"],
 
 report_get() { "$PY" -c "import json, sys; r = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
+log "load at the start: $(uptime)"
 log "exporting $MODELS into $WORK"
 # shellcheck disable=SC2086 # the names are words
 "$PY" bench/gen_pet_models.py "$WORK" $MODELS 2>"$WORK/export.log" || {
@@ -149,7 +154,7 @@ for name in $MODELS; do
         log "$name: optimize $flags --device cpu --time $SECS"
         rc=0
         # shellcheck disable=SC2086 # flags are words
-        "$MAGPIE" optimize "$model" $flags --device cpu --time "$SECS" \
+        "${PINNED[@]}" "$MAGPIE" optimize "$model" $flags --device cpu --time "$SECS" \
             --profile-db "$WORK/profile.db" -o "$out" --json --quiet >"$out.json" 2>"$out.err" || rc=$?
         if [ "$rc" != 0 ]; then
             echo "| $name | $cfg | optimize failed (exit $rc) | | | | | | | | | | | |"
@@ -167,6 +172,13 @@ for name in $MODELS; do
         else
             ver="MISMATCH"
         fi
+        if [ "$(report_get "$rep" 'r["measurement"]["fell_back_to_original"]')" = True ]; then
+            # no plan: the file is the original, and timing it against itself is one more
+            # control; what optimize measured of the plans it refused is the evidence
+            best=$(report_get "$rep" '(lambda p: "the best measured: predicted %.3f, measured %.3f" % (p["predicted_ratio"], p["measured_ratio"]))(min((p for p in r["measurement"]["plans"] if p["timed"]), key=lambda p: p["measured_ratio"]))')
+            echo "| $name | $cfg | none | no plan written: the original ($best) | 1 / $pred | | | | | $ver | | | | $(load1) |"
+            continue
+        fi
         log "$name: timing $ROUNDS x (original, plan), --repeat $REPEAT"
         ld=$(load1)
         side_by_side "$model" "$out/optimized.onnx" "$input"
@@ -178,3 +190,4 @@ for name in $MODELS; do
                 n, c, ap, wr, sp, pr, 1000 * ow, 1000 * oc, 1000 * op, 1000 * pc, rw, rc, sp / rc, pr / rc, v, oo, opp, orr, oag, ld}'
     done
 done
+log "load at the end: $(uptime)"

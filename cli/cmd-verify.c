@@ -63,12 +63,12 @@ static void print_output(const char *name, const rt_out_check *c) {
 }
 
 /* -o DIR: the float64 run's outputs, each written atomically (ir_npy_write). */
-static ir_status write_reference(const char *dir, const ir_graph *g, const rt_result *r64,
-                                 ir_diag *d) {
+static ir_status write_reference(const char *dir, int n_out, char *const *names,
+                                 const rt_result *r64, ir_diag *d) {
     ir_status st = cli_mkdirs(dir, NULL, NULL, d);
-    for (int i = 0; st == IR_OK && i < g->n_outputs && i < r64->n_outputs; i++) {
+    for (int i = 0; st == IR_OK && i < n_out && i < r64->n_outputs; i++) {
         char base[256], path[1400];
-        cli_sanitize_name(g->values[g->outputs[i]].name, base, sizeof base);
+        cli_sanitize_name(names[i], base, sizeof base);
         snprintf(path, sizeof path, "%s/%s.npy", dir, base);
         const ir_tensor *t = &r64->outputs[i];
         st = ir_npy_write(path, t->dtype, &t->shape, t->data, d);
@@ -121,22 +121,13 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
     rt_binding *ba = calloc(ni, sizeof *ba), *bb = calloc(ni, sizeof *bb);
     rt_out_check *res = NULL;
     const ir_tensor **opt = NULL;
-    const char **out_names = NULL;
-    if (!names || !blobs || !ba || !bb) {
+    char **out_names = NULL, **data_names = NULL, **owned_names = calloc(ni, sizeof(char *));
+    int n_out = 0, n_data = 0;
+    if (!names || !blobs || !ba || !bb || !owned_names) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
     if (!(ga = cli_load_graph(p_orig, o, false, &code))) goto out;
-    if (!(gb = load_plan(p_opt, o, &code))) goto out;
-    /* The plan's data inputs are the original's: a training graph's target or labels is data
-     * there (ir_build_training adds it), but in the plan's file it is one more graph input, and
-     * filled as a weight it would differ from the original's. */
-    for (int i = 0; i < gb->n_inputs; i++) {
-        ir_value *v = &gb->values[gb->inputs[i]];
-        int a = ir_graph_find_value(ga, v->name);
-        if (a >= 0 && (ga->values[a].flags & IR_VF_DATA) && (ga->values[a].flags & IR_VF_INPUT))
-            v->flags = (v->flags & ~(unsigned)IR_VF_PARAM) | IR_VF_DATA;
-    }
     int next = 0;
     for (int k = 0; k < o->n_inputs; k++) {
         if (o->inputs[k].name) {
@@ -149,11 +140,13 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
                             o->inputs[k].path);
             goto out;
         }
-        names[k] = ga->values[ga->inputs[next++]].name;
+        /* a copy: the original graph is freed before the plan is loaded */
+        if (!(names[k] = owned_names[k] = strdup(ga->values[ga->inputs[next++]].name))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
     }
-    if ((code = bind(p_orig, ga, o, names, blobs, ba)) != CLI_EXIT_OK ||
-        (code = bind(p_opt, gb, o, names, blobs, bb)) != CLI_EXIT_OK)
-        goto out;
+    if ((code = bind(p_orig, ga, o, names, blobs, ba)) != CLI_EXIT_OK) goto out;
     rt_options ro = {.seed = o->seed, .fill_missing_data = true};
     ir_diag d = {{0}};
     ir_status st = rt_run_reference(ga, ba, o->n_inputs, &ro, &ra, &ra64, &d);
@@ -161,33 +154,68 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         code = cli_fail_ir(st, &d, p_orig);
         goto out;
     }
+    /* The original's runs are done: what the rest needs of it is its outputs' names and its data
+     * inputs' names, and its weights go before the plan's are read (peak memory: one graph's
+     * weights and one run's buffers at a time, besides the outputs kept). */
+    n_out = ga->n_outputs;
+    out_names = calloc((size_t)n_out + 1, sizeof *out_names);
+    data_names = calloc((size_t)ga->n_inputs + 1, sizeof *data_names);
+    if (!out_names || !data_names) {
+        code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n_out; i++)
+        if (!(out_names[i] = strdup(ga->values[ga->outputs[i]].name))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+    for (int i = 0; i < ga->n_inputs; i++) {
+        const ir_value *v = &ga->values[ga->inputs[i]];
+        if (!(v->flags & IR_VF_DATA) || !(v->flags & IR_VF_INPUT)) continue;
+        if (!(data_names[n_data++] = strdup(v->name))) {
+            code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+    }
+    ir_graph_free(ga);
+    ga = NULL;
+    if (!(gb = load_plan(p_opt, o, &code))) goto out;
+    /* The plan's data inputs are the original's: a training graph's target or labels is data
+     * there (ir_build_training adds it), but in the plan's file it is one more graph input, and
+     * filled as a weight it would differ from the original's. */
+    for (int i = 0; i < gb->n_inputs; i++) {
+        ir_value *v = &gb->values[gb->inputs[i]];
+        for (int k = 0; k < n_data; k++)
+            if (!strcmp(data_names[k], v->name))
+                v->flags = (v->flags & ~(unsigned)IR_VF_PARAM) | IR_VF_DATA;
+    }
+    if ((code = bind(p_opt, gb, o, names, blobs, bb)) != CLI_EXIT_OK) goto out;
     if ((st = rt_run(gb, bb, o->n_inputs, &ro, &rb, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, p_opt);
         goto out;
     }
-    if (o->out_dir && (st = write_reference(o->out_dir, ga, &ra64, &d)) != IR_OK) {
+    if (o->out_dir && (st = write_reference(o->out_dir, n_out, out_names, &ra64, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, o->out_dir);
         goto out;
     }
-    size_t no = (size_t)ga->n_outputs + 1;
+    size_t no = (size_t)n_out + 1;
     res = calloc(no, sizeof *res);
     opt = calloc(no, sizeof *opt);
-    out_names = calloc(no, sizeof *out_names);
-    if (!res || !opt || !out_names) {
+    if (!res || !opt) {
         code = cli_fail(CLI_EXIT_INTERNAL, "out of memory");
         goto out;
     }
-    for (int i = 0; i < ga->n_outputs; i++) {
-        out_names[i] = ga->values[ga->outputs[i]].name;
+    for (int i = 0; i < n_out; i++) {
         for (int k = 0; k < gb->n_outputs && !opt[i]; k++)
             if (!strcmp(gb->values[gb->outputs[k]].name, out_names[i])) opt[i] = &rb.outputs[k];
     }
     rt_check_opts co = {.rtol = o->rtol, .k = o->k};
-    bool ok = rt_check_outputs(ga->n_outputs, out_names, opt, ra.outputs, ra64.outputs, &co, res);
+    bool ok = rt_check_outputs(n_out, (const char *const *)out_names, opt, ra.outputs, ra64.outputs,
+                               &co, res);
     /* the worst output: the largest error over its bound */
     double worst = 0;
     int worst_i = -1;
-    for (int i = 0; i < ga->n_outputs; i++) {
+    for (int i = 0; i < n_out; i++) {
         const rt_out_check *c = &res[i];
         double r = c->why ? INFINITY : c->exact ? 0 : c->err_opt / fmax(c->bound, 1e-300);
         if (worst_i < 0 || r > worst) worst = r, worst_i = i;
@@ -209,7 +237,7 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
         cli_json_kv_uint(&j, "optimized_peak_host_bytes", rb.peak_host_bytes);
         cli_json_key(&j, "outputs");
         cli_json_arr_begin(&j);
-        for (int i = 0; i < ga->n_outputs; i++) json_output(&j, out_names[i], &res[i]);
+        for (int i = 0; i < n_out; i++) json_output(&j, out_names[i], &res[i]);
         cli_json_arr_end(&j);
         cli_json_obj_end(&j);
         cli_json_finish(&j);
@@ -220,7 +248,7 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
                cli_fmt_bytes(rb.peak_bytes, b2, sizeof b2));
         printf("errors against the original in float64 (L2 norms; bound = max(rtol * norm, k * "
                "original's error))\n");
-        for (int i = 0; i < ga->n_outputs; i++) print_output(out_names[i], &res[i]);
+        for (int i = 0; i < n_out; i++) print_output(out_names[i], &res[i]);
         printf("%s\n", ok ? "match" : "mismatch");
     }
     if (!ok && worst_i >= 0) {
@@ -237,7 +265,12 @@ int cli_cmd_verify(const cli_cmd *cmd, const cli_opts *o) {
 out:
     free(res);
     free(opt);
+    for (int i = 0; out_names && i < n_out; i++) free(out_names[i]);
     free(out_names);
+    for (int i = 0; i < n_data; i++) free(data_names[i]);
+    free(data_names);
+    for (int k = 0; owned_names && k < o->n_inputs; k++) free(owned_names[k]);
+    free(owned_names);
     rt_result_free(&ra);
     rt_result_free(&ra64);
     rt_result_free(&rb);

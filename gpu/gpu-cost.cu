@@ -1467,7 +1467,7 @@ ir_status cuda_time_node(void *ctx, const ir_graph *g, const ir_node *n, int war
 
 const prof_backend gpu_cost_backend = {
     "cuda",         cuda_available,   cuda_open,          cuda_close,           cuda_describe,
-    cuda_time_node, cuda_time_launch, cuda_time_transfer, cuda_fallback_target,
+    cuda_time_node, cuda_time_launch, cuda_time_transfer, cuda_fallback_target, nullptr,
 };
 
 } // namespace

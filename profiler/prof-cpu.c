@@ -11,6 +11,11 @@
  * values) is measured once as the step overhead, on a chain of tiny Identity nodes run through
  * rt_run itself, and added to every node by the model.
  *
+ * Timed alone, back to back, an op runs hot in L1/L2; inside the executor's run it does not
+ * (prof.h, prof_retime). So the back-end also executes whole graphs with per-node times
+ * (cpu_time_graph, rt_options.node_seconds), which prof_retime takes as the costs of the ops the
+ * search compares.
+ *
  * The clock. With one kernel thread (OMP_NUM_THREADS=1, what benchmarks on a shared machine use)
  * the samples are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which is the kernel's
  * latency on an otherwise idle core and does not grow while the thread waits for a core: on a
@@ -287,6 +292,20 @@ out:
     return st;
 }
 
+/* One execution of g by the executor with per-node times (rt_options.node_seconds), on the
+ * sampling clock: the thread's CPU time with one kernel thread. */
+static ir_status cpu_time_graph(void *ctx, const ir_graph *g, double *node_seconds,
+                                double *run_seconds, ir_diag *d) {
+    (void)ctx;
+    rt_options o = {.fill_missing_data = true, .seed = CPU_SEED, .node_seconds = node_seconds};
+    rt_result res;
+    double t0 = ir_now_seconds();
+    ir_status st = rt_run(g, NULL, 0, &o, &res, d);
+    *run_seconds = ir_now_seconds() - t0;
+    if (st == IR_OK) rt_result_free(&res);
+    return st;
+}
+
 /* A "transfer" on the CPU is a copy between two buffers of the executor (Store and Load's CPU
  * kernels are memcpy). */
 static ir_status cpu_time_transfer(void *ctx, size_t bytes, int runs, double *seconds, ir_diag *d) {
@@ -325,6 +344,7 @@ static const prof_backend cpu_backend = {
     .time_step_overhead = cpu_step_overhead,
     .time_transfer = cpu_time_transfer,
     .fallback_target = NULL,
+    .time_graph = cpu_time_graph,
 };
 
 const prof_backend *prof_cpu_backend(void) {

@@ -376,8 +376,131 @@ typedef struct retime_item {
     const ir_graph *g;
     const ir_node *n;
     uint64_t sig;
-    bool failed;
+    bool failed;  /* timing it alone failed: it keeps the entry it has */
+    bool covered; /* a chosen graph holds it (in-run) */
+    bool in_run;  /* sampled inside a graph's run */
 } retime_item;
+
+/* One in-run sample: the item (signature) and the node's seconds in that run. */
+typedef struct run_sample {
+    size_t item;
+    double s;
+} run_sample;
+
+static int cmp_run_sample(const void *a, const void *b) {
+    const run_sample *x = a, *y = b;
+    if (x->item != y->item) return x->item < y->item ? -1 : 1;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* The item of node nd of g, or -1 when it has none (a transfer, a signature the database does
+ * not hold) or runs no kernel in the executor (a view: root says, ir_graph_buffer_roots). */
+static long item_of(const prof_db *idx, const ir_graph *g, const ir_node *nd, const int *root) {
+    size_t bytes;
+    if (prof_is_transfer(g, nd, &bytes)) return -1;
+    const ir_op_def *def = ir_op_get(nd->op);
+    if (root && def && (def->flags & IR_OPF_VIEW) && nd->n_out > 0 && nd->out[0] >= 0 &&
+        root[nd->out[0]] != nd->out[0])
+        return -1;
+    const prof_entry *e = prof_db_find(idx, 0, prof_signature(g, nd));
+    return e ? (long)e->runs : -1;
+}
+
+/* The in-run part of prof_retime (prof.h): the graphs chosen, warmed up, run in rounds; the
+ * items they sample get their entries. Graphs that fail to run are dropped (their items are then
+ * timed alone); only IR_ERR_NOMEM of this function's own buffers is an error. */
+static ir_status retime_in_run(prof_model *m, const ir_graph *const *gs, int n, retime_item *it,
+                               size_t ni, const prof_db *idx, ir_diag *d) {
+    int max_nodes = 1, max_values = 1;
+    for (int k = 0; k < n; k++) {
+        if (gs[k]->n_nodes > max_nodes) max_nodes = gs[k]->n_nodes;
+        if (gs[k]->n_values > max_values) max_values = gs[k]->n_values;
+    }
+    int *root = malloc(sizeof *root * (size_t)max_values);
+    double *ns = malloc(sizeof *ns * (size_t)max_nodes);
+    int *chosen = malloc(sizeof *chosen * (size_t)(n > 0 ? n : 1)), n_chosen = 0;
+    run_sample *smp = NULL;
+    ir_status st = root && ns && chosen ? IR_OK : IR_ERR_NOMEM;
+    /* gs[0] (the original), then from the last graph back, each one that brings an item */
+    for (int j = 0; j < n && st == IR_OK; j++) {
+        int k = j == 0 ? 0 : n - j;
+        const ir_graph *g = gs[k];
+        ir_graph_buffer_roots(g, root);
+        bool brings = k == 0;
+        for (int i = 0; i < g->n_nodes && !brings; i++) {
+            long t = item_of(idx, g, &g->nodes[i], root);
+            brings = t >= 0 && !it[t].covered;
+        }
+        if (!brings) continue;
+        for (int i = 0; i < g->n_nodes; i++) {
+            long t = item_of(idx, g, &g->nodes[i], root);
+            if (t >= 0) it[t].covered = true;
+        }
+        chosen[n_chosen++] = k;
+    }
+    /* warm-up: pages every buffer in, and sizes the rounds; a graph whose runs would not fit
+     * the budget (at the least rounds) is dropped with the ones after it, its items timed alone */
+    double round_s = 0;
+    size_t per_round = 0;
+    for (int c = 0; c < n_chosen && st == IR_OK; c++) {
+        double run_s = 0;
+        ir_diag gd = {{0}};
+        if (m->be->time_graph(m->ctx, gs[chosen[c]], ns, &run_s, &gd) != IR_OK) {
+            chosen[c] = -1;
+            continue;
+        }
+        if (c > 0 && (round_s + run_s) * (m->runs + 1) > PROF_RETIME_BUDGET_S) {
+            for (int e = c; e < n_chosen; e++) chosen[e] = -1;
+            break;
+        }
+        round_s += run_s;
+        per_round += (size_t)gs[chosen[c]]->n_nodes;
+    }
+    int rounds = round_s > 0 ? (int)(PROF_RETIME_BUDGET_S / round_s) : PROF_RETIME_MAX_ROUNDS;
+    if (rounds > PROF_RETIME_MAX_ROUNDS) rounds = PROF_RETIME_MAX_ROUNDS;
+    if (rounds < m->runs) rounds = m->runs;
+    if (st == IR_OK && per_round && !(smp = malloc(sizeof *smp * per_round * (size_t)rounds)))
+        st = IR_ERR_NOMEM;
+    size_t ns_n = 0;
+    /* round r runs every chosen graph once: a machine growing busier or quieter weighs on all */
+    for (int r = 0; r < rounds && st == IR_OK && per_round; r++)
+        for (int c = 0; c < n_chosen; c++) {
+            if (chosen[c] < 0) continue;
+            const ir_graph *g = gs[chosen[c]];
+            double run_s;
+            ir_diag gd = {{0}};
+            if (m->be->time_graph(m->ctx, g, ns, &run_s, &gd) != IR_OK) {
+                chosen[c] = -1; /* its samples so far count */
+                continue;
+            }
+            ir_graph_buffer_roots(g, root);
+            for (int i = 0; i < g->n_nodes; i++) {
+                long t = item_of(idx, g, &g->nodes[i], root);
+                if (t < 0) continue;
+                smp[ns_n++] = (run_sample){(size_t)t, ns[i]};
+                it[t].in_run = true;
+            }
+        }
+    if (st == IR_OK && ns_n) {
+        qsort(smp, ns_n, sizeof *smp, cmp_run_sample);
+        for (size_t a = 0; a < ns_n && st == IR_OK;) {
+            size_t b = a;
+            while (b < ns_n && smp[b].item == smp[a].item) b++;
+            size_t c = b - a;
+            double med = c % 2 ? smp[a + c / 2].s : 0.5 * (smp[a + c / 2 - 1].s + smp[a + c / 2].s);
+            /* prof_node_seconds adds the step overhead back */
+            double kernel = med > m->step_s ? med - m->step_s : 0;
+            st = put_fresh(m, it[smp[a].item].sig, kernel);
+            a = b;
+        }
+    }
+    free(root);
+    free(ns);
+    free(chosen);
+    free(smp);
+    if (st == IR_ERR_NOMEM && d && !d->msg[0]) ir_diag_set(d, st, "out of memory re-timing");
+    return st;
+}
 
 ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *d) {
     if (!m->measured || m->frozen || !m->be->time_node) return IR_OK;
@@ -398,14 +521,15 @@ ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *
             if (prof_is_transfer(g, nd, &bytes)) continue;
             uint64_t sig = prof_signature(g, nd);
             if (!prof_db_find(&m->db, m->dev, sig) || prof_db_find(&idx, 0, sig)) continue;
-            prof_entry e = {.sig = sig};
+            prof_entry e = {.sig = sig, .runs = (uint32_t)ni};
             st = prof_db_put(&idx, &e);
             it[ni++] = (retime_item){.g = g, .n = nd, .sig = sig};
         }
-    /* round r times every signature once: a machine growing busier or quieter weighs on all */
+    if (st == IR_OK && m->be->time_graph) st = retime_in_run(m, gs, n, it, ni, &idx, d);
+    /* alone: round r times every signature no run sampled once */
     for (int r = 0; r < runs && st == IR_OK; r++)
         for (size_t i = 0; i < ni && st == IR_OK; i++) {
-            if (it[i].failed) continue;
+            if (it[i].failed || it[i].in_run) continue;
             ir_diag nd = {{0}};
             ir_status ts = m->be->time_node(m->ctx, it[i].g, it[i].n, 1, 1, &t[i * runs + r], &nd);
             if (ts == IR_ERR_NOMEM)
@@ -414,7 +538,8 @@ ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *
                 it[i].failed = true; /* keeps the entry it has */
         }
     for (size_t i = 0; i < ni && st == IR_OK; i++)
-        if (!it[i].failed) st = put_fresh(m, it[i].sig, prof_median(&t[i * runs], runs));
+        if (!it[i].failed && !it[i].in_run)
+            st = put_fresh(m, it[i].sig, prof_median(&t[i * runs], runs));
     prof_db_clear(&idx);
     free(it);
     free(t);

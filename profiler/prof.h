@@ -84,12 +84,29 @@ bool prof_is_measured(const prof_model *m); /* cpu / cuda */
  * running out of memory is an error. */
 ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d);
 /* Times again every distinct signature of gs[0..n) that the database holds (the ones measured
- * or reused by prof_profile_graph), in interleaved rounds: each of the model's runs is one
- * sample of every signature in turn, and an entry becomes the median of its samples. The costs
- * that a search compares (the original's ops against the replacements' that PET and the
- * substitutions propose) are so measured side by side, in the same moments, instead of once
- * each at different moments of a busy machine (or of earlier runs, kept by the database).
+ * or reused by prof_profile_graph), in interleaved rounds, so that the costs a search compares
+ * (the original's ops against the replacements' that PET and the substitutions propose) are
+ * measured side by side, in the same moments, instead of once each at different moments of a
+ * busy machine (or of earlier runs, kept by the database).
+ *  - In-run (a back-end with time_graph: the CPU): the graphs are executed whole, one after
+ *    another in each round, and every node's time inside the run is a sample of its signature
+ *    (views, which run no kernel, are not); an entry becomes the median of its samples less the
+ *    step overhead that every node gets added back. An op timed alone runs back to back on the
+ *    same buffers, hot in L1/L2; inside a run its output is a block the allocator hands out
+ *    afresh and its weights come from wherever the other ops pushed them, and that costs a
+ *    MatMul 1.2 to 1.6 times, a small element-wise op 2 to 5 times, its time alone (on the
+ *    encoder of bench_pet_measured.sh: a layout mutant's MatMul 112 us alone, 183 in the run,
+ *    against the original's 150 and 192, so the mutant was predicted 4.6 % faster and ran even).
+ *    Only the graphs that bring a signature the ones before them lack are run: gs[0] always,
+ *    then the others from the last (the most rewritten) back, as long as the model's runs of
+ *    them fit PROF_RETIME_BUDGET_S; rounds are as many as fit it (at least the model's runs, at
+ *    most PROF_RETIME_MAX_ROUNDS).
+ *  - Otherwise, and for signatures no graph run sampled (a graph that failed to run): each of
+ *    the model's runs is one sample of every signature in turn, timed alone, and an entry
+ *    becomes the median of its samples.
  * A no-op for analytic models; call after profiling, before the search. */
+#define PROF_RETIME_BUDGET_S 3.0
+#define PROF_RETIME_MAX_ROUNDS 31
 ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *d);
 /* Seconds one node takes on the device (from the database or the analytic model; a measured
  * model that has not seen the signature falls back to its analytic estimate). */
@@ -184,6 +201,12 @@ typedef struct prof_backend {
     /* Optional. The named target whose roofline stands in before calibration (e.g. "h200" on
      * an H200). NULL or an unknown name: built-in CPU defaults. */
     const char *(*fallback_target)(void *ctx);
+    /* Optional. Executes the whole of g once as its executor runs it (graph order, inputs
+     * without data seeded), each node's time inside that run into node_seconds[node index] (its
+     * whole step, the executor's per-step work included), and the run's wall time into
+     * *run_seconds. prof_retime times ops so where it can. NULL: ops are only timed alone. */
+    ir_status (*time_graph)(void *ctx, const ir_graph *g, double *node_seconds, double *run_seconds,
+                            ir_diag *d);
 } prof_backend;
 
 /* The CUDA back-end, or NULL when magpie was built without CUDA. Defined by gpu/gpu-registry.c,

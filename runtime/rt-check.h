@@ -67,7 +67,9 @@ bool rt_check_outputs(int n, const char *const *names, const ir_tensor *const *o
 /* The original's two reference runs: g in float32 (with o, as rt_run) and its float64 copy
  * (ir_graph_to_f64) on the same inputs: the bindings widened, unbound inputs drawn by rt_run,
  * which gives a float64 input the float32 values (rt_fill_seeded), so the two runs differ only in
- * their arithmetic. r64's outputs are float64 where g's are float. On failure both results are
+ * their arithmetic. r64's outputs are float64 where g's are float. The float64 run comes first
+ * and its graph copy is freed before the float32 run, so that the two runs' buffers and the
+ * copy's weights (twice the original's bytes) never live at once. On failure both results are
  * zeroed and d names the failing run. */
 ir_status rt_run_reference(const ir_graph *g, const rt_binding *in, int n_in, const rt_options *o,
                            rt_result *r32, rt_result *r64, ir_diag *d);

@@ -439,8 +439,20 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     r->n_steps = g->n_nodes;
 
     double t0 = ir_now_seconds(), c0 = thread_cpu_seconds();
-    for (int s = 0; s < g->n_nodes; s++)
-        if ((st = run_step(&x, s, r->step_bytes)) != IR_OK) goto out;
+    if (o->node_seconds) {
+        /* one clock read per step: a step's end is the next one's start */
+        bool cpu = rt_kernel_threads() == 1;
+        double prev = cpu ? c0 : t0;
+        for (int s = 0; s < g->n_nodes; s++) {
+            if ((st = run_step(&x, s, r->step_bytes)) != IR_OK) goto out;
+            double now = cpu ? thread_cpu_seconds() : ir_now_seconds();
+            o->node_seconds[x.order[s]] = now - prev;
+            prev = now;
+        }
+    } else {
+        for (int s = 0; s < g->n_nodes; s++)
+            if ((st = run_step(&x, s, r->step_bytes)) != IR_OK) goto out;
+    }
     r->wall_seconds = ir_now_seconds() - t0;
     r->cpu_seconds = thread_cpu_seconds() - c0;
 

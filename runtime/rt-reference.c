@@ -21,14 +21,13 @@ static void *convert(const void *src, ir_dtype st, ir_dtype dt, int64_t n) {
 
 ir_status rt_run_reference(const ir_graph *g, const rt_binding *in, int n_in, const rt_options *o,
                            rt_result *r32, rt_result *r64, ir_diag *d) {
+    memset(r32, 0, sizeof *r32);
     memset(r64, 0, sizeof *r64);
-    ir_status st = rt_run(g, in, n_in, o, r32, d);
-    if (st != IR_OK) return st;
+    /* float64 first, and its copy of the graph (twice the weights' bytes) freed before the
+     * float32 run: the two runs' buffers never live at once */
+    ir_status st = IR_OK;
     ir_graph *g64 = ir_graph_to_f64(g, &st, d);
-    if (!g64) {
-        rt_result_free(r32);
-        return st;
-    }
+    if (!g64) return st;
     rt_options o64 = o ? *o : (rt_options){0};
     o64.order = NULL; /* the copy's own node order: values do not depend on the order */
     o64.n_order = 0;
@@ -57,6 +56,7 @@ ir_status rt_run_reference(const ir_graph *g, const rt_binding *in, int n_in, co
     free(owned);
     free(b);
     ir_graph_free(g64);
-    if (st != IR_OK) rt_result_free(r32);
+    if (st == IR_OK) st = rt_run(g, in, n_in, o, r32, d);
+    if (st != IR_OK) rt_result_free(r64);
     return st;
 }

@@ -42,6 +42,14 @@ typedef struct rt_options {
     uint64_t seed;          /* weights without values and random ops (Dropout) */
     bool fill_missing_data; /* unbound data inputs get seeded random values instead of an error */
     bool poison_freed;      /* overwrite freed buffers with 0xFF (always on in debug builds) */
+    /* NULL, or g->n_nodes entries: each node's time inside this run (node index, not step),
+     * its whole step from allocating its outputs to freeing its dead inputs, on the clock of
+     * rt_result.cpu_seconds with one kernel thread (the thread's CPU time), else wall time. This
+     * is what a node costs where the executor runs it: its output a block the allocator hands
+     * out afresh, its inputs as the previous steps left them in the cache, its weights wherever
+     * the rest of the graph pushed them (the cpu cost model measures ops so, prof-cpu.c).
+     * Reading the clock costs a few hundred nanoseconds per step. */
+    double *node_seconds;
 } rt_options;
 
 typedef struct rt_result {

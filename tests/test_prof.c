@@ -8,6 +8,7 @@
 
 #include "prof-impl.h"
 #include "prof.h"
+#include "rt.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -428,6 +429,46 @@ static void test_cpu_measures_and_reuses(void **state) {
     rm_rf(dir);
 }
 
+/* rt_options.node_seconds: every node's step inside the run, chained on one clock, so they add
+ * up to the run's time; prof_retime takes its costs from such runs (prof.h) and answers with
+ * them, the step overhead added back. */
+static void test_cpu_retime_in_run(void **state) {
+    (void)state;
+    ir_graph *g = conv_add_graph(16, 32, "");
+    double ns[2] = {-1, -1};
+    rt_options ro = {.fill_missing_data = true, .node_seconds = ns};
+    rt_result res;
+    ir_diag d = {{0}};
+    if (rt_run(g, NULL, 0, &ro, &res, &d) != IR_OK) fail_msg("run: %s", d.msg);
+    double clock = rt_kernel_threads() == 1 ? res.cpu_seconds : res.wall_seconds;
+    assert_true(ns[0] > 0 && ns[1] > 0);
+    assert_true(ns[0] + ns[1] <= clock + 1e-9 && ns[0] + ns[1] >= 0.5 * clock);
+    rt_result_free(&res);
+
+    prof_options o = {.no_db = true, .runs = 3};
+    prof_model *m = open_ok("cpu", &o);
+    if (prof_profile_graph(m, g, &d) != IR_OK) fail_msg("profile: %s", d.msg);
+    const ir_graph *gs[1] = {g};
+    if (prof_retime(m, gs, 1, &d) != IR_OK) fail_msg("retime: %s", d.msg);
+    double tc = prof_node_seconds(m, g, &g->nodes[0]), ta = prof_node_seconds(m, g, &g->nodes[1]);
+    assert_true(tc > 1e-7 && tc < 2.0 && ta > 1e-9 && ta < 0.05);
+    /* the in-run costs against runs of the graph: the same clock, loosely (a shared machine) */
+    double runs[5];
+    ro.node_seconds = NULL;
+    for (int r = 0; r < 5; r++) {
+        if (rt_run(g, NULL, 0, &ro, &res, &d) != IR_OK) fail_msg("run: %s", d.msg);
+        runs[r] = rt_kernel_threads() == 1 ? res.cpu_seconds : res.wall_seconds;
+        rt_result_free(&res);
+    }
+    double run = prof_median(runs, 5);
+    print_message("in-run costs %.1f us, runs %.1f us\n", 1e6 * (tc + ta), 1e6 * run);
+    /* with several threads the clock is the wall, and on a busy machine one run waits for a
+     * core where the next does not (0.4 against 119 ms): only the thread's CPU time compares */
+    if (rt_kernel_threads() == 1) assert_true(tc + ta > run / 4 && tc + ta < 4 * run);
+    prof_close(m);
+    ir_graph_free(g);
+}
+
 static void test_cpu_unsupported_node_warns(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
@@ -748,6 +789,7 @@ int main(void) {
         cmocka_unit_test(test_roofline_special_ops),
         cmocka_unit_test(test_signatures),
         cmocka_unit_test(test_cpu_measures_and_reuses),
+        cmocka_unit_test(test_cpu_retime_in_run),
         cmocka_unit_test(test_cpu_unsupported_node_warns),
         cmocka_unit_test(test_cpu_lookups_from_threads),
         cmocka_unit_test(test_db_round_trip),
