@@ -196,10 +196,13 @@ def _conv(x, w, b, strides, pads, dil, group):
     return _CONV[S](_pad_nd(x, pads), w, b, strides, 0, dil, group)
 
 
-def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
-    """ConvTranspose: the full transposed convolution, then the output window ONNX's pads and
-    output_padding select (PyTorch's padding when they are symmetric)."""
+def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp, tile_rows=0):
+    """ConvTranspose. On the CPU in 2-D, magpie's algorithm (_conv_t_cols); elsewhere the full
+    transposed convolution, then the output window ONNX's pads and output_padding select
+    (PyTorch's padding when they are symmetric)."""
     S = len(strides)
+    if S == 2 and x.device.type == "cpu" and tile_rows > 0:
+        return _conv_t_cols(x, w, b, strides, pads, dil, group, out_sp, tile_rows)
     if pads[:S] == pads[S:]:
         return _CONVT[S](x, w, b, strides, pads[:S], opad, group, dil)
     y = _CONVT[S](x, w, None, strides, 0, 0, group, dil)
@@ -208,6 +211,55 @@ def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
     y = _pad_nd(y, [0] * S + [out_sp[i] - y.shape[2 + i] for i in range(S)]).contiguous()
     if b is not None:
         y.add_(b.reshape([1, -1] + [1] * S))
+    return y
+
+
+def _conv_t_cols(x, w, b, strides, pads, dil, group, out_sp, tile_rows):
+    """A 2-D ConvTranspose as magpie's kernel computes it: per sample, group and tile of
+    tile_rows input rows, col = W_g^T X_g[:, tile] into one [Mg*K, tile] buffer, scattered into
+    Y by a strided add per kernel tap (the adjoint of im2col), so that its workspace is the one
+    magpie counts. PyTorch's CPU conv_transpose2d (and so the input gradient of a convolution)
+    allocates the whole [Mg*K, H*W] column buffer per sample."""
+    N, C, H, W = x.shape
+    Cg, Mg, kh, kw = C // group, w.shape[1], w.shape[2], w.shape[3]
+    OH, OW = out_sp
+    y = torch.empty((N, Mg * group, OH, OW), dtype=x.dtype, device=x.device)
+    if b is None:
+        y.zero_()
+    else:
+        y.copy_(b.reshape(1, -1, 1, 1).expand(y.shape))
+    tr = max(1, min(tile_rows, H))
+    buf = torch.empty(Mg * kh * kw * tr * W, dtype=x.dtype, device=x.device)
+
+    def span(i, st, pad, d, lo_in, hi_in, out):
+        """The inputs [lo, hi) within [lo_in, hi_in) whose tap i lands in [0, out), and the
+        output index of lo."""
+        off = i * d - pad
+        lo = max(lo_in, 0 if off >= 0 else (st - 1 - off) // st)
+        hi = min(hi_in, (out - 1 - off) // st + 1) if out - 1 - off >= 0 else lo
+        return lo, hi, lo * st + off
+
+    for n in range(N):
+        for g in range(group):
+            xg = x[n, g * Cg:(g + 1) * Cg]
+            wt = w[g * Cg:(g + 1) * Cg].reshape(Cg, Mg * kh * kw).t()
+            yg = y[n, g * Mg:(g + 1) * Mg]
+            for r0 in range(0, H, tr):
+                nr = min(tr, H - r0)
+                col = buf[:Mg * kh * kw * nr * W].view(Mg * kh * kw, nr * W)
+                torch.mm(wt, xg[:, r0:r0 + nr].reshape(Cg, nr * W), out=col)
+                c5 = col.view(Mg, kh, kw, nr, W)
+                for i in range(kh):
+                    lo0, hi0, oh = span(i, strides[0], pads[0], dil[0], r0, r0 + nr, OH)
+                    if lo0 >= hi0:
+                        continue
+                    for j in range(kw):
+                        lo1, hi1, ow = span(j, strides[1], pads[1], dil[1], 0, W, OW)
+                        if lo1 >= hi1:
+                            continue
+                        yg[:, oh:oh + (hi0 - lo0 - 1) * strides[0] + 1:strides[0],
+                           ow:ow + (hi1 - lo1 - 1) * strides[1] + 1:strides[1]].add_(
+                            c5[:, i, j, lo0 - r0:hi0 - r0, lo1:hi1])
     return y
 #@ conv_grad_weight
 def _im2col(xg, col, strides, pads, dil, r0):

@@ -16,7 +16,9 @@
  * vectors of the last dim's size, the output has x's shape, and no intermediate is read outside
  * the pattern or is a graph output. The pattern's last node becomes the fused op in its place
  * (so the eager order keeps it where the decomposition ended) and ir_graph_prune drops the
- * rest. */
+ * rest. In the same spirit a Dropout that draws nothing (PyTorch's training export of
+ * Dropout(p=0) writes ratio 0, training mode on) is bypassed: PyTorch's dropout returns its
+ * input there, where magpie's Dropout copies it, and the backward would keep both. */
 #include "ir-impl.h"
 
 #include <math.h>
@@ -173,13 +175,44 @@ static ir_status become(ir_graph *g, int i, ir_op_kind op, const char *op_type, 
     return ir_node_infer(g, n, d);
 }
 
-ir_status ir_fuse_decomposed(ir_graph *g, int *n_layernorm, int *n_gelu, ir_diag *d) {
-    int *uses = calloc((size_t)g->n_values + 1, sizeof(int));
-    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+static void count_uses(const ir_graph *g, int *uses) {
+    memset(uses, 0, sizeof(int) * ((size_t)g->n_values + 1));
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] >= 0) uses[g->nodes[i].in[k]]++;
     for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i]] += 2; /* never single-use */
+}
+
+/* Dropouts that draw nothing (ratio 0, or not in training mode: ir_node_draws_random), whose
+ * mask nothing reads and whose output is no graph output, are bypassed: their readers read the
+ * input, as PyTorch's dropout returns its input itself there (a copy would be one more
+ * activation kept). Returns the count. */
+static int bypass_identity_dropouts(ir_graph *g, const int *uses) {
+    int n_bypassed = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_Dropout || ir_node_draws_random(g, n) || n->n_out < 1 || n->out[0] < 0 ||
+            n->in[0] < 0)
+            continue;
+        const int y = n->out[0], x = n->in[0];
+        if (n->n_out > 1 && n->out[1] >= 0 && uses[n->out[1]]) continue;
+        bool out_of_graph = false;
+        for (int k = 0; k < g->n_outputs; k++) out_of_graph |= g->outputs[k] == y;
+        if (out_of_graph) continue;
+        for (int j = i + 1; j < g->n_nodes; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == y) g->nodes[j].in[k] = x;
+        n_bypassed++;
+    }
+    return n_bypassed;
+}
+
+ir_status ir_fuse_decomposed(ir_graph *g, ir_fuse_counts *counts, ir_diag *d) {
+    int *uses = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    count_uses(g, uses);
+    const int nd = bypass_identity_dropouts(g, uses);
+    if (nd) count_uses(g, uses);
     int nl = 0, ng = 0;
     ir_status st = IR_OK;
     for (int i = 0; i < g->n_nodes && st == IR_OK; i++) {
@@ -200,8 +233,7 @@ ir_status ir_fuse_decomposed(ir_graph *g, int *n_layernorm, int *n_gelu, ir_diag
     }
     free(uses);
     if (st != IR_OK) return st;
-    if (nl + ng) ir_graph_prune(g);
-    if (n_layernorm) *n_layernorm = nl;
-    if (n_gelu) *n_gelu = ng;
+    if (nl + ng + nd) ir_graph_prune(g);
+    if (counts) *counts = (ir_fuse_counts){.layernorm = nl, .gelu = ng, .dropout = nd};
     return IR_OK;
 }

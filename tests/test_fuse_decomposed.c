@@ -1,19 +1,24 @@
 /* test_fuse_decomposed.c - ir_fuse_decomposed (import option fuse_decomposed): the LayerNorm and
  * exact GELU that PyTorch's exporter writes as elementary ops at opset 13 become one
  * LayerNormalization or Gelu node each.
- *  - On the transformer fixtures (gpt_small, vit_small, transformer_encoder, opset 13) every
- *    LayerNorm and GELU fuses and no elementary op of them is left; the fused training graph's
- *    loss and every gradient agree with the float64 run of the file's own graph (test-check.h),
- *    and its eager peak is lower.
+ *  - On the transformer training fixtures (gpt_small_train, vit_small_train,
+ *    transformer_encoder_train: training-mode exports at opset 13) every LayerNorm and GELU
+ *    fuses, no elementary op of them is left and every Dropout(p=0) is bypassed; the fused training
+ * graph's loss and every gradient agree with the float64 run of the file's own graph
+ * (test-check.h), and its eager peak is lower.
  *  - On hand-built patterns: the exact pattern fuses, with the file's epsilon, and computes what
  *    it computed; a different exponent, a reduction over another axis, an intermediate read
  *    elsewhere, a trainable epsilon and a GELU constant that is not 0.5 each keep the pattern as
- *    it is. */
+ *    it is. A Dropout that draws nothing is bypassed; one that drops, or whose mask is read, is
+ *    kept. */
 #include "test-check.h"
 #include "test-util.h"
 
 #include "rt.h"
 #include "schedule.h"
+
+/* the fixtures' Dropout(p=0) nodes (PyTorch's training export: ratio 0, training mode on) */
+enum { GPT_DROPOUTS = 4, VIT_DROPOUTS = 7, ENC_DROPOUTS = 6 };
 
 static int count_op(const ir_graph *g, ir_op_kind op) {
     int n = 0;
@@ -24,15 +29,7 @@ static int count_op(const ir_graph *g, ir_op_kind op) {
 static ir_graph *load(const char *name, bool fuse) {
     char rel[256], path[1024];
     snprintf(rel, sizeof rel, "tests/fixtures/numeric/%s/model.onnx", name);
-    /* transformer_encoder's batch is symbolic: 2, as its meta.json's input */
-    static const char *const batch[1] = {"batch"};
-    static const ir_shape two = {.rank = 1, .dims = {2}};
     ir_import_opts o = {.fuse_decomposed = fuse};
-    if (!strcmp(name, "transformer_encoder")) {
-        o.n_shapes = 1;
-        o.shape_names = batch;
-        o.shape_values = &two;
-    }
     ir_diag d = {{0}};
     ir_status st;
     ir_graph *g = ir_onnx_load(tu_src_path(rel, path, sizeof path), &o, &st, &d);
@@ -40,9 +37,10 @@ static ir_graph *load(const char *name, bool fuse) {
     return g;
 }
 
-static void check_fixture(const char *name, int n_ln, int n_gelu) {
+static void check_fixture(const char *name, int n_ln, int n_gelu, int n_dropout) {
     ir_graph *f0 = load(name, false), *f1 = load(name, true);
     assert_int_equal(count_op(f0, IR_OP_LayerNormalization), 0);
+    assert_int_equal(count_op(f0, IR_OP_Dropout) - count_op(f1, IR_OP_Dropout), n_dropout);
     assert_int_equal(count_op(f1, IR_OP_LayerNormalization), n_ln);
     assert_int_equal(count_op(f1, IR_OP_Gelu), n_gelu);
     assert_int_equal(count_op(f1, IR_OP_Pow), 0);
@@ -63,8 +61,8 @@ static void check_fixture(const char *name, int n_ln, int n_gelu) {
     if (rt_run(t1, NULL, 0, &o, &r, &d) != IR_OK) fail_msg("%s fused: %s", name, d.msg);
     tu_expect_close(&ref, t1, &r, name);
     size_t p0 = tu_peak(t0, NULL), p1 = tu_peak(t1, NULL);
-    printf("%s: %d LayerNorm, %d GELU fused; eager peak %zu -> %zu B\n", name, n_ln, n_gelu, p0,
-           p1);
+    printf("%s: %d LayerNorm, %d GELU fused, %d Dropout bypassed; eager peak %zu -> %zu B\n", name,
+           n_ln, n_gelu, n_dropout, p0, p1);
     assert_true(p1 < p0);
     rt_result_free(&r);
     tu_ref_free(&ref);
@@ -75,13 +73,13 @@ static void check_fixture(const char *name, int n_ln, int n_gelu) {
 }
 
 static void test_gpt_small(void **st) {
-    check_fixture("gpt_small", 5, 2);
+    check_fixture("gpt_small_train", 5, 2, GPT_DROPOUTS);
 }
 static void test_vit_small(void **st) {
-    check_fixture("vit_small", 5, 2);
+    check_fixture("vit_small_train", 5, 2, VIT_DROPOUTS);
 }
 static void test_transformer_encoder(void **st) {
-    check_fixture("transformer_encoder", 4, 0);
+    check_fixture("transformer_encoder_train", 4, 0, ENC_DROPOUTS);
 }
 
 /* ---------------------------------------------------------------- hand-built patterns */
@@ -153,12 +151,12 @@ static ir_graph *build(variant v, double eps) {
 
 static void test_patterns(void **st) {
     ir_diag d = {{0}};
-    int nl, ng;
+    ir_fuse_counts c;
     /* the exact pattern fuses, keeps its epsilon, and computes what it computed */
     ir_graph *g0 = build(EXACT, 1e-5), *g1 = build(EXACT, 1e-5);
-    assert_int_equal(ir_fuse_decomposed(g1, &nl, &ng, &d), IR_OK);
-    assert_int_equal(nl, 1);
-    assert_int_equal(ng, 1);
+    assert_int_equal(ir_fuse_decomposed(g1, &c, &d), IR_OK);
+    assert_int_equal(c.layernorm, 1);
+    assert_int_equal(c.gelu, 1);
     assert_int_equal(g1->n_nodes, 2);
     const ir_node *ln = &g1->nodes[0];
     assert_int_equal(ln->op, IR_OP_LayerNormalization);
@@ -181,24 +179,65 @@ static void test_patterns(void **st) {
     for (size_t i = 0; i < sizeof keep_ln / sizeof keep_ln[0]; i++) {
         ir_graph *g = build(keep_ln[i], 1e-5);
         int n = g->n_nodes;
-        assert_int_equal(ir_fuse_decomposed(g, &nl, &ng, &d), IR_OK);
-        assert_int_equal(nl, 0);
-        assert_int_equal(ng, 1);
+        assert_int_equal(ir_fuse_decomposed(g, &c, &d), IR_OK);
+        assert_int_equal(c.layernorm, 0);
+        assert_int_equal(c.gelu, 1);
         assert_int_equal(g->n_nodes, n - 4); /* the GELU's five nodes are one */
         assert_int_equal(count_op(g, IR_OP_LayerNormalization), 0);
         ir_graph_free(g);
     }
     ir_graph *g = build(GELU_NOT_HALF, 1e-5);
-    assert_int_equal(ir_fuse_decomposed(g, &nl, &ng, &d), IR_OK);
-    assert_int_equal(nl, 1);
-    assert_int_equal(ng, 0);
+    assert_int_equal(ir_fuse_decomposed(g, &c, &d), IR_OK);
+    assert_int_equal(c.layernorm, 1);
+    assert_int_equal(c.gelu, 0);
     assert_int_equal(count_op(g, IR_OP_Erf), 1);
     ir_graph_free(g);
+}
+
+/* y = Relu(Dropout(x)): a Dropout that draws nothing (ratio 0 in training mode, or training mode
+ * off) is bypassed, one that drops or whose mask is read is kept. */
+static void test_dropouts(void **st) {
+    const struct {
+        double ratio;
+        bool training, mask_out, bypassed;
+    } cases[] = {{0, true, false, true},
+                 {0.5, false, false, true},
+                 {0.1, true, false, false},
+                 {0, true, true, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ir_graph *g = ir_graph_new();
+        ir_shape xs = TU_SHAPE(4, 8);
+        int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+        ir_graph_add_input(g, x);
+        g->values[x].flags |= IR_VF_DATA;
+        int r = add_const(g, "ratio", IR_F32, TU_SCALAR_SHAPE, cases[i].ratio, false);
+        ir_shape one = TU_SCALAR_SHAPE;
+        int t = ir_graph_add_value(g, "training", IR_BOOL, &one);
+        g->values[t].blob = ir_blob_new(1);
+        ((uint8_t *)ir_blob_data(g->values[t].blob))[0] = cases[i].training;
+        g->values[t].flags |= IR_VF_CONST | IR_VF_INITIALIZER;
+        int out[2], in[3] = {x, r, t};
+        out[0] = ir_graph_add_value(g, "drop.y", IR_F32, NULL);
+        out[1] = ir_graph_add_value(g, "drop.mask", IR_BOOL, NULL);
+        tu_infer_node(g, IR_OP_Dropout, "drop", 3, in, 2, out, 0, NULL);
+        int y = node1(g, IR_OP_Relu, "relu", out[0], -1, 0, NULL);
+        ir_graph_add_output(g, y);
+        if (cases[i].mask_out) ir_graph_add_output(g, out[1]);
+        ir_fuse_counts c;
+        ir_diag d = {{0}};
+        assert_int_equal(ir_fuse_decomposed(g, &c, &d), IR_OK);
+        assert_int_equal(c.dropout, cases[i].bypassed);
+        assert_int_equal(count_op(g, IR_OP_Dropout), !cases[i].bypassed);
+        assert_int_equal(g->nodes[g->n_nodes - 1].in[0] == x, cases[i].bypassed);
+        assert_int_equal(ir_graph_validate(g, &d), IR_OK);
+        ir_graph_free(g);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_patterns),
+        cmocka_unit_test(test_dropouts),
         cmocka_unit_test(test_gpt_small),
         cmocka_unit_test(test_vit_small),
         cmocka_unit_test(test_transformer_encoder),
