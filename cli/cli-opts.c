@@ -113,8 +113,9 @@ static const opt_def defs[] = {
      "parameters whose names match (POSIX extended) are not trained"},
     {CLI_OPT_TRAIN, "fuse-decomposed", 0, NULL,
      "read LayerNorm and exact GELU that the exporter decomposed into elementary ops (below"
-     " opsets 17 and 20) as one LayerNormalization or Gelu node each, as the module computes"
-     " them, so that their backward keeps what PyTorch's fused kernels keep"},
+     " opsets 17 and 20) as one LayerNormalization or Gelu node each, and bypass Dropouts that"
+     " draw nothing, as the module computes them, so that the backward keeps what PyTorch's"
+     " keeps"},
 };
 #define N_DEFS ((int)(sizeof defs / sizeof defs[0]))
 
