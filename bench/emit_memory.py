@@ -2,7 +2,7 @@
 """Peak memory of a plan's emitted PyTorch step, measured by PyTorch itself, beside magpie's
 prediction and the plain PyTorch step (forward + backward of the original nn.Module).
 
-    bench/emit_memory.py MAGPIE FIXTURE [--model FILE.onnx] PLAN_DIR [PLAN_DIR...]
+    bench/emit_memory.py MAGPIE FIXTURE [--model FILE.onnx] [--eager-option OPT]... PLAN_DIR...
     bench/emit_memory.py --export FIXTURE OPSET OUT.onnx
 
 
@@ -81,7 +81,11 @@ def export(fixture, opset, path):
 def main(argv):
     if argv[1] == "--export":
         return export(argv[2], int(argv[3]), argv[4])
-    model_file = None
+    model_file, eager_opts = None, []
+    while "--eager-option" in argv:  # an option of the eager figure's `magpie inspect --train`
+        i = argv.index("--eager-option")
+        eager_opts.append(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     if "--model" in argv:  # the ONNX file the plans were made from (default: the fixture's)
         i = argv.index("--model")
         model_file = argv[i + 1]
@@ -110,7 +114,7 @@ def main(argv):
     res = resident_bytes(list(m.parameters()) + list(m.buffers()) + list(inputs.values()))
     plain_peak = cpu_peak(plain) + res
     eager = predicted(magpie, model_file or os.path.join(emit_check.FIXTURES, "numeric", fixture,
-                                                         "model.onnx"), "--train")
+                                                         "model.onnx"), "--train", *eager_opts)
     print(f"{fixture}: magpie's eager training graph {eager} B predicted; the plain PyTorch step "
           f"(forward + backward) {plain_peak} B measured")
     print(f"{'plan':40s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s} "

@@ -5,7 +5,8 @@
 # swap; each emitted with `magpie emit --torch` and measured by bench/emit_memory.py. The
 # transformers also as scripts/export_for_training.py exports them with fused GELU and LayerNorm
 # (opset 20, Gelu and LayerNormalization; a PyTorch whose exporter has no Gelu, such as 1.13,
-# gets opset 17: LayerNormalization, GELU still through Erf), the ops the plain PyTorch step uses.
+# gets opset 17: LayerNormalization, GELU still through Erf), the ops the plain PyTorch step uses;
+# and the fixtures' own opset-13 files read with --fuse-decomposed (the same fusion at import).
 #   BUILD=build [PYTHON=/usr/bin/python3] bench/emit_memory.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +14,9 @@ B=${BUILD:-build}
 PY=${PYTHON:-/usr/bin/python3}
 OUT=${1:-out/emit_memory}
 mkdir -p "$OUT"
-search() { # model, plan dir
+search() { # model, plan dir, more optimize options
   "$B/magpie" optimize "$1" --train --mem-limit 0.5 --max-states 400 --threads 1 --quiet \
-    --emit torch -o "$2" >/dev/null 2>&1 || [ $? -eq 3 ]
+    --emit torch -o "$2" "${@:3}" >/dev/null 2>&1 || [ $? -eq 3 ]
 }
 row() { # fixture, then the forced families
   local fx=$1; shift
@@ -37,14 +38,24 @@ row_fused() { # fixture: exported with fused GELU and LayerNorm, its searched pl
   search "$model" "$OUT/$fx.fused"
   "$PY" bench/emit_memory.py "$B/magpie" "$fx" --model "$model" "$OUT/$fx.fused" 2>/dev/null
 }
+row_fuse() { # fixture: the file as it is, read with --fuse-decomposed, its searched plan
+  local fx=$1 model=tests/fixtures/numeric/$1/model.onnx
+  echo "($fx read with --fuse-decomposed)"
+  search "$model" "$OUT/$fx.fuse" --fuse-decomposed
+  "$PY" bench/emit_memory.py "$B/magpie" "$fx" --eager-option --fuse-decomposed "$OUT/$fx.fuse" \
+    2>/dev/null
+}
 "$PY" -c 'import torch; print("PyTorch", torch.__version__)'
 row mlp_dropout_train fission
 row cnn_bn_train fission
 row resnet_small_train
-row unet_transpose_train fission
+row unet_transpose_train
 row gpt_small_train remat swap
 row transformer_encoder_train remat
 row vit_small_train swap
 row_fused gpt_small_train
 row_fused transformer_encoder_train
 row_fused vit_small_train
+row_fuse gpt_small_train
+row_fuse transformer_encoder_train
+row_fuse vit_small_train

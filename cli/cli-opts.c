@@ -111,6 +111,11 @@ static const opt_def defs[] = {
     {CLI_OPT_TRAIN, "lr", 0, "LR", "with --optimizer: the learning rate (default: 0.01)"},
     {CLI_OPT_TRAIN, "frozen", 0, "REGEX",
      "parameters whose names match (POSIX extended) are not trained"},
+    {CLI_OPT_TRAIN, "fuse-decomposed", 0, NULL,
+     "read LayerNorm and exact GELU that the exporter decomposed into elementary ops (below"
+     " opsets 17 and 20) as one LayerNormalization or Gelu node each, and bypass Dropouts that"
+     " draw nothing, as the module computes them, so that the backward keeps what PyTorch's"
+     " keeps"},
 };
 #define N_DEFS ((int)(sizeof defs / sizeof defs[0]))
 

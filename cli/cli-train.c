@@ -29,6 +29,10 @@ int cli_train_opt(const cli_cmd *cmd, cli_opts *o, const char *name, const char 
         o->imp.frozen_regex = val;
         return CLI_EXIT_OK;
     }
+    if (strcmp(name, "fuse-decomposed") == 0) {
+        o->imp.fuse_decomposed = true;
+        return CLI_EXIT_OK;
+    }
     if (!o->train_only) o->train_only = name;
     if (strcmp(name, "loss") == 0) {
         int k = pick(val, losses, 3);

@@ -4,6 +4,7 @@
  * ops-resize.c. Geometry (pads from auto_pad, reduce axes from an input) is resolved here; the
  * prelude's helpers handle what PyTorch spells differently (asymmetric pads, old softmax axes). */
 #include "emit-torch.h"
+#include "ir-geom.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,10 +82,17 @@ static ir_status emit_conv(et_ctx *e, const ir_node *n) {
             opad[i] = 0;
         }
     }
-    et_line(e, "%s = _conv_t(%s, %s, %s, %s, %s, %s, %lld, %s, %s)", et_out(e, n, 0),
+    /* the input rows of one tile of magpie's column buffer ([M/group * K, pixels]), 2-D */
+    int64_t tile_rows = 0;
+    if (S == 2) {
+        const int64_t H = x->shape.dims[2], W = x->shape.dims[3];
+        tile_rows = ir_conv_tile_rows(
+            H, W, w->shape.dims[1] * gm.k[0] * gm.k[1] * W * (int64_t)ir_dtype_size(x->dtype));
+    }
+    et_line(e, "%s = _conv_t(%s, %s, %s, %s, %s, %s, %lld, %s, %s, %lld)", et_out(e, n, 0),
             et_in(e, n, 0), et_in(e, n, 1), et_in(e, n, 2), et_ints(e, gm.s, S, true),
             et_ints(e, gm.pads, 2 * S, true), et_ints(e, gm.dl, S, true), (long long)group,
-            et_ints(e, opad, S, true), et_ints(e, out_sp, S, true));
+            et_ints(e, opad, S, true), et_ints(e, out_sp, S, true), (long long)tile_rows);
     return IR_OK;
 }
 

@@ -8,6 +8,7 @@
  * magpie's executor. A Store keeps its tensor in host memory (pinned, on the copy stream, on CUDA)
  * and a Load brings it back, ordered by CUDA events as the simulator's copy stream assumes. */
 #include "emit-torch.h"
+#include "ir-geom.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +129,21 @@ static ir_status emit_conv_grad_weight(et_ctx *e, const ir_node *n) {
     if (S < 1 || S > 3) return et_refuse(e, n, "%d spatial dims", S);
     ir_status st = attr_geom(e, n, S, k, s, dl, pads);
     if (st) return st;
+    /* the output rows of one im2col tile, as magpie's kernel takes them (2-D: rows are OH) */
+    const int64_t group = ir_attr_int(n, "group", 1), C = x->shape.dims[1];
+    const int64_t OW = ir_node_in(g, n, 1)->shape.dims[x->shape.rank - 1];
+    int64_t K = 1;
+    for (int i = 0; i < S; i++) K *= k[i];
+    const int64_t tile_rows =
+        S == 2 && group > 0
+            ? ir_conv_tile_rows(ir_node_in(g, n, 1)->shape.dims[2], OW,
+                                C / group * K * OW * (int64_t)ir_dtype_size(x->dtype))
+            : 0;
     et_use(e, "conv_grad_weight");
-    et_line(e, "%s = _conv_grad_weight(%s, %s, %s, %s, %s, %s, %lld)", et_out(e, n, 0),
+    et_line(e, "%s = _conv_grad_weight(%s, %s, %s, %s, %s, %s, %lld, %lld)", et_out(e, n, 0),
             et_in(e, n, 0), et_in(e, n, 1), et_shape(e, &dw->shape), et_ints(e, s, S, true),
-            et_ints(e, pads, 2 * S, true), et_ints(e, dl, S, true),
-            (long long)ir_attr_int(n, "group", 1));
+            et_ints(e, pads, 2 * S, true), et_ints(e, dl, S, true), (long long)group,
+            (long long)tile_rows);
     return IR_OK;
 }
 

@@ -196,10 +196,13 @@ def _conv(x, w, b, strides, pads, dil, group):
     return _CONV[S](_pad_nd(x, pads), w, b, strides, 0, dil, group)
 
 
-def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
-    """ConvTranspose: the full transposed convolution, then the output window ONNX's pads and
-    output_padding select (PyTorch's padding when they are symmetric)."""
+def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp, tile_rows=0):
+    """ConvTranspose. On the CPU in 2-D, magpie's algorithm (_conv_t_cols); elsewhere the full
+    transposed convolution, then the output window ONNX's pads and output_padding select
+    (PyTorch's padding when they are symmetric)."""
     S = len(strides)
+    if S == 2 and x.device.type == "cpu" and tile_rows > 0:
+        return _conv_t_cols(x, w, b, strides, pads, dil, group, out_sp, tile_rows)
     if pads[:S] == pads[S:]:
         return _CONVT[S](x, w, b, strides, pads[:S], opad, group, dil)
     y = _CONVT[S](x, w, None, strides, 0, 0, group, dil)
@@ -209,41 +212,92 @@ def _conv_t(x, w, b, strides, pads, dil, group, opad, out_sp):
     if b is not None:
         y.add_(b.reshape([1, -1] + [1] * S))
     return y
-#@ conv_grad_weight
-def _im2col(xg, col, strides, pads, dil):
-    """col[c, i, j, oh, ow] = xg[c, oh s0 - p0 + i d0, ow s1 - p1 + j d1], the window taps that
-    fall in the input; the others stay as they are (col starts at zero and every sample fills
-    the same taps). Strided copies between views: no allocation."""
-    H, W = xg.shape[1], xg.shape[2]
-    kh, kw, OH, OW = col.shape[1:]
 
-    def span(i, st, pad, d, size, out):
-        """The outputs [lo, hi) whose tap i reads inside the input, and its first input index."""
+
+def _conv_t_cols(x, w, b, strides, pads, dil, group, out_sp, tile_rows):
+    """A 2-D ConvTranspose as magpie's kernel computes it: per sample, group and tile of
+    tile_rows input rows, col = W_g^T X_g[:, tile] into one [Mg*K, tile] buffer, scattered into
+    Y by a strided add per kernel tap (the adjoint of im2col), so that its workspace is the one
+    magpie counts. PyTorch's CPU conv_transpose2d (and so the input gradient of a convolution)
+    allocates the whole [Mg*K, H*W] column buffer per sample."""
+    N, C, H, W = x.shape
+    Cg, Mg, kh, kw = C // group, w.shape[1], w.shape[2], w.shape[3]
+    OH, OW = out_sp
+    y = torch.empty((N, Mg * group, OH, OW), dtype=x.dtype, device=x.device)
+    if b is None:
+        y.zero_()
+    else:
+        y.copy_(b.reshape(1, -1, 1, 1).expand(y.shape))
+    tr = max(1, min(tile_rows, H))
+    buf = torch.empty(Mg * kh * kw * tr * W, dtype=x.dtype, device=x.device)
+
+    def span(i, st, pad, d, lo_in, hi_in, out):
+        """The inputs [lo, hi) within [lo_in, hi_in) whose tap i lands in [0, out), and the
+        output index of lo."""
         off = i * d - pad
-        lo = 0 if off >= 0 else (st - 1 - off) // st
+        lo = max(lo_in, 0 if off >= 0 else (st - 1 - off) // st)
+        hi = min(hi_in, (out - 1 - off) // st + 1) if out - 1 - off >= 0 else lo
+        return lo, hi, lo * st + off
+
+    for n in range(N):
+        for g in range(group):
+            xg = x[n, g * Cg:(g + 1) * Cg]
+            wt = w[g * Cg:(g + 1) * Cg].reshape(Cg, Mg * kh * kw).t()
+            yg = y[n, g * Mg:(g + 1) * Mg]
+            for r0 in range(0, H, tr):
+                nr = min(tr, H - r0)
+                col = buf[:Mg * kh * kw * nr * W].view(Mg * kh * kw, nr * W)
+                torch.mm(wt, xg[:, r0:r0 + nr].reshape(Cg, nr * W), out=col)
+                c5 = col.view(Mg, kh, kw, nr, W)
+                for i in range(kh):
+                    lo0, hi0, oh = span(i, strides[0], pads[0], dil[0], r0, r0 + nr, OH)
+                    if lo0 >= hi0:
+                        continue
+                    for j in range(kw):
+                        lo1, hi1, ow = span(j, strides[1], pads[1], dil[1], 0, W, OW)
+                        if lo1 >= hi1:
+                            continue
+                        yg[:, oh:oh + (hi0 - lo0 - 1) * strides[0] + 1:strides[0],
+                           ow:ow + (hi1 - lo1 - 1) * strides[1] + 1:strides[1]].add_(
+                            c5[:, i, j, lo0 - r0:hi0 - r0, lo1:hi1])
+    return y
+#@ conv_grad_weight
+def _im2col(xg, col, strides, pads, dil, r0):
+    """col[c, i, j, r, ow] = xg[c, (r0 + r) s0 - p0 + i d0, ow s1 - p1 + j d1] for the output rows
+    [r0, r0 + col.shape[3]), the window taps that fall in the input; the others stay as they are
+    (zero). Strided copies between views: no allocation."""
+    H, W = xg.shape[1], xg.shape[2]
+    kh, kw, nr, OW = col.shape[1:]
+
+    def span(i, st, pad, d, size, first, out):
+        """The outputs [lo, hi) within [first, out) whose tap i reads inside the input, and the
+        input index of lo."""
+        off = i * d - pad
+        lo = max(first, 0 if off >= 0 else (st - 1 - off) // st)
         hi = min(out, (size - 1 - off) // st + 1) if size - 1 - off >= 0 else 0
         return lo, hi, lo * st + off
 
     for i in range(kh):
-        lo0, hi0, ih = span(i, strides[0], pads[0], dil[0], H, OH)
+        lo0, hi0, ih = span(i, strides[0], pads[0], dil[0], H, r0, r0 + nr)
         if lo0 >= hi0:
             continue
         for j in range(kw):
-            lo1, hi1, iw = span(j, strides[1], pads[1], dil[1], W, OW)
+            lo1, hi1, iw = span(j, strides[1], pads[1], dil[1], W, 0, OW)
             if lo1 >= hi1:
                 continue
-            col[:, i, j, lo0:hi0, lo1:hi1].copy_(
+            col[:, i, j, lo0 - r0:hi0 - r0, lo1:hi1].copy_(
                 xg[:, ih:ih + (hi0 - lo0 - 1) * strides[0] + 1:strides[0],
                    iw:iw + (hi1 - lo1 - 1) * strides[1] + 1:strides[1]])
 
 
-def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group):
+def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows):
     """ConvGradWeight: on the CPU, a 2-D convolution's weight gradient as magpie's kernel
-    computes it (per sample and group, dW_g (+)= dY_g col^T with col the [Cg*K, OS] im2col of
-    that sample's group, none for a pointwise convolution), so that its workspace is the one
-    magpie counts; PyTorch's convolution_backward (mkldnn) would copy the weight it does not
-    read and allocate a scratchpad several activations large. Elsewhere (CUDA, 1-D and 3-D)
-    PyTorch's own backward."""
+    computes it (per sample, group and tile of tile_rows output rows, dW_g (+)= dY_g[:, tile]
+    col^T with col the [Cg*K, tile] im2col of that sample's group, none for a pointwise
+    convolution), so that its workspace is the one magpie counts; PyTorch's
+    convolution_backward (mkldnn) would copy the weight it does not read and allocate a
+    scratchpad several activations large. Elsewhere (CUDA, 1-D and 3-D) PyTorch's own
+    backward."""
     S = len(strides)
     if pads[:S] != pads[S:]:
         x = _pad_nd(x, pads)
@@ -251,23 +305,28 @@ def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group):
     if S == 2 and x.device.type == "cpu":
         N, C = x.shape[0], x.shape[1]
         M, Cg, Mg = wshape[0], C // group, wshape[0] // group
-        K, osz = wshape[2] * wshape[3], tuple(dy.shape[2:])
-        OS = osz[0] * osz[1]
+        K, (OH, OW) = wshape[2] * wshape[3], tuple(dy.shape[2:])
         pointwise = K == 1 and list(strides) == [1, 1] and not any(pads)
+        tr = max(1, min(tile_rows, OH))
         dw = torch.zeros(wshape, dtype=x.dtype, device=x.device)
         rows = dw.view(M, Cg * K)
-        col = None if pointwise else torch.zeros((Cg,) + tuple(wshape[2:]) + osz, dtype=x.dtype,
+        buf = None if pointwise else torch.empty(Cg * K * tr * OW, dtype=x.dtype,
                                                  device=x.device)
         for n in range(N):
             for g in range(group):
-                xg = x[n, g * Cg:(g + 1) * Cg]
+                xg, dyg = x[n, g * Cg:(g + 1) * Cg], dy[n, g * Mg:(g + 1) * Mg]
                 if pointwise:
-                    c = xg.reshape(Cg, OS)
-                else:
-                    _im2col(xg, col, strides, pads, dil)
-                    c = col.view(Cg * K, OS)
-                rows[g * Mg:(g + 1) * Mg].addmm_(dy[n, g * Mg:(g + 1) * Mg].reshape(Mg, OS),
-                                                 c.t())
+                    rows[g * Mg:(g + 1) * Mg].addmm_(dyg.reshape(Mg, OH * OW),
+                                                     xg.reshape(Cg, OH * OW).t())
+                    continue
+                for r0 in range(0, OH, tr):
+                    nr = min(tr, OH - r0)
+                    col = buf[:Cg * K * nr * OW].view((Cg,) + tuple(wshape[2:]) + (nr, OW))
+                    if any(pads):
+                        col.zero_()
+                    _im2col(xg, col, strides, pads, dil, r0)
+                    rows[g * Mg:(g + 1) * Mg].addmm_(
+                        dyg[:, r0:r0 + nr].reshape(Mg, nr * OW), col.view(Cg * K, nr * OW).t())
         return dw
     w = torch.zeros((), dtype=x.dtype, device=x.device).expand(wshape)
     return torch.ops.aten.convolution_backward(dy, x, w, None, strides, pads[:S], dil, False,

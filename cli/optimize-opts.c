@@ -191,6 +191,7 @@ uint64_t cli_optimize_options_hash(const cli_opts *o, const cli_opt_args *a) {
         put_num(&h, "lr", o->train_opts.lr);
     }
     put_line(&h, "frozen", o->imp.frozen_regex);
+    if (o->imp.fuse_decomposed) put_uint(&h, "fuse-decomposed", 1); /* absent: hashes as before */
     for (int i = 0; i < o->imp.n_shapes; i++) {
         char dims[IR_MAX_RANK * 21 + 1] = "";
         size_t len = 0;

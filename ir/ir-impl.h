@@ -195,10 +195,25 @@ void ir_store_i64(void *buf, ir_dtype t, int64_t i, int64_t v);
 /* Geometry and helpers of forward kernels that their backward kernels (ops-grad-*.c) reuse, so
  * that both sides agree on windows, pads and coordinates by construction. */
 
-/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels:
- * col holds Cg * prod3(k) * prod3(out) elements. One per float dtype. */
-void ir_conv_im2col_f32(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg);
-void ir_conv_im2col_f64(const double *x, double *col, const ir_conv_geom *cg, int64_t Cg);
+/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels
+ * and the nr output rows (od,oh) from r0 (row r is od = r / out[1], oh = r % out[1]): col holds
+ * Cg * prod3(k) * nr * out[2] elements. One per float dtype. */
+void ir_conv_im2col_f32(const float *x, float *col, const ir_conv_geom *cg, int64_t Cg, int64_t r0,
+                        int64_t nr);
+void ir_conv_im2col_f64(const double *x, double *col, const ir_conv_geom *cg, int64_t Cg,
+                        int64_t r0, int64_t nr);
+/* The output rows one im2col tile of Cg channels holds (ir_conv_tile_rows), for elements of
+ * elem_bytes: what Conv's and ConvGradWeight's kernels and workspace() use. */
+static inline int64_t ir_conv_col_rows(const ir_conv_geom *cg, int64_t Cg, size_t elem_bytes) {
+    return ir_conv_tile_rows(cg->out[0] * cg->out[1], cg->out[2],
+                             Cg * ir_prod3(cg->k) * cg->out[2] * (int64_t)elem_bytes);
+}
+/* The input rows (id, ih) one tile of ConvTranspose's column buffer ([M/group * K, pixels])
+ * holds. */
+static inline int64_t ir_convt_col_rows(const ir_conv_geom *cg, size_t elem_bytes) {
+    return ir_conv_tile_rows(cg->in[0] * cg->in[1], cg->in[2],
+                             cg->M / cg->group * ir_prod3(cg->k) * cg->in[2] * (int64_t)elem_bytes);
+}
 /* The positions o in [0, n_pos) for which o*s + off lands in [0, bound): [*lo, *hi). */
 static inline void ir_conv_valid_range(int64_t off, int64_t s, int64_t bound, int64_t n_pos,
                                        int64_t *lo, int64_t *hi) {

@@ -866,6 +866,8 @@ static ir_status import_model(importer *im) {
     if ((st = ir_graph_toposort(g, im->d)) != IR_OK) return st;
     if ((st = classify(im)) != IR_OK) return st;
     if ((st = infer_and_fold(im)) != IR_OK) return st;
+    if (im->opts->fuse_decomposed && (st = ir_fuse_decomposed(g, NULL, im->d)) != IR_OK)
+        return st;
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].dtype == IR_DTYPE_NONE)
             return ir_diag_set(im->d, IR_ERR_INTERNAL, "value '%s' has no dtype after import",

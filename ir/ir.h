@@ -485,6 +485,10 @@ typedef struct ir_import_opts {
     bool allow_opaque;
     /* Skip constant folding (tests). */
     bool no_fold;
+    /* --fuse-decomposed: LayerNorm and exact GELU that the exporter wrote as elementary ops
+     * become LayerNormalization and Gelu nodes, and Dropouts that draw nothing are bypassed
+     * (ir_fuse_decomposed), as the module computes them. */
+    bool fuse_decomposed;
     /* Graph inputs given with their values at import: each becomes a constant (not a graph
      * input), so that shape inference can read it (Reshape's shape, Slice's starts, Resize's
      * scales fed as inputs, as ONNX's node tests do). Dtype and shape must match the file's. */
@@ -545,6 +549,18 @@ ir_status ir_fold_weights_node(ir_graph *g, int idx, bool *folded, ir_diag *d);
 bool ir_can_fold_weights_node(const ir_graph *g, int idx);
 /* Removes nodes none of whose outputs reach a graph output, and unused constants. */
 void ir_graph_prune(ir_graph *g);
+/* Fuses the LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add over the last
+ * axis) and exact GELU (Div by sqrt(2) or Mul by its inverse, Erf, Add 1, Mul, Mul 0.5) that
+ * exporters below opsets 17 and 20 decompose into one LayerNormalization or Gelu node each, where
+ * the pattern computes exactly that function and nothing else reads its intermediates, and
+ * bypasses Dropouts that draw nothing (ratio 0 or not training; mask unread), as PyTorch computes
+ * them (ir-fuse.c). counts (may be NULL) gets what was done. The graph keeps its opset: a fused
+ * inference graph written back is magpie's, not valid standard ONNX below opset 17
+ * (LayerNormalization) or 20 (Gelu). */
+typedef struct ir_fuse_counts {
+    int layernorm, gelu, dropout;
+} ir_fuse_counts;
+ir_status ir_fuse_decomposed(ir_graph *g, ir_fuse_counts *counts, ir_diag *d);
 
 /* ---------------------------------------------------------------- float64 reference */
 

@@ -9,34 +9,34 @@ static void FN(fill_rows)(FT *y, const FT *bias, int64_t rows, int64_t len) {
     }
 }
 
-/* col[(c,kd,kh,kw), (od,oh,ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg channels. */
-void FN(ir_conv_im2col)(const FT *x, FT *col, const ir_conv_geom *cg, int64_t Cg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
+/* col[(c,kd,kh,kw), (row - r0, ow)] = x[c, od*s-pb+kd*d, ...] (0 in the padding), for Cg
+ * channels and the output rows [r0, r0 + nr) (row = od * out[1] + oh). */
+void FN(ir_conv_im2col)(const FT *x, FT *col, const ir_conv_geom *cg, int64_t Cg, int64_t r0,
+                        int64_t nr) {
+    const int64_t K = ir_prod3(cg->k), TS = nr * cg->out[2], IS = ir_prod3(cg->in);
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    IR_PARALLEL_FOR(Cg * K * OS >= IR_PAR_MIN)
+    IR_PARALLEL_FOR(Cg * K * TS >= IR_PAR_MIN)
     for (int64_t r = 0; r < Cg * K; r++) {
         int64_t c = r / K, kk = r % K;
         int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
         const FT *xc = x + c * IS;
-        FT *dst = col + r * OS;
+        FT *dst = col + r * TS;
         int64_t off = kw * dl[2] - pb[2], lo, hi;
         ir_conv_valid_range(off, s[2], in[2], out[2], &lo, &hi);
-        for (int64_t od = 0; od < out[0]; od++) {
-            int64_t id = od * s[0] - pb[0] + kd * dl[0];
-            for (int64_t oh = 0; oh < out[1]; oh++, dst += out[2]) {
-                int64_t ih = oh * s[1] - pb[1] + kh * dl[1];
-                if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
-                    memset(dst, 0, sizeof(FT) * (size_t)out[2]);
-                    continue;
-                }
-                const FT *xr = xc + (id * in[1] + ih) * in[2];
-                for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
-                if (s[2] == 1)
-                    memcpy(dst + lo, xr + lo + off, sizeof(FT) * (size_t)(hi - lo));
-                else
-                    for (int64_t ow = lo; ow < hi; ow++) dst[ow] = xr[ow * s[2] + off];
-                for (int64_t ow = hi; ow < out[2]; ow++) dst[ow] = 0;
+        for (int64_t row = r0; row < r0 + nr; row++, dst += out[2]) {
+            int64_t od = row / out[1], oh = row % out[1];
+            int64_t id = od * s[0] - pb[0] + kd * dl[0], ih = oh * s[1] - pb[1] + kh * dl[1];
+            if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
+                memset(dst, 0, sizeof(FT) * (size_t)out[2]);
+                continue;
             }
+            const FT *xr = xc + (id * in[1] + ih) * in[2];
+            for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
+            if (s[2] == 1)
+                memcpy(dst + lo, xr + lo + off, sizeof(FT) * (size_t)(hi - lo));
+            else
+                for (int64_t ow = lo; ow < hi; ow++) dst[ow] = xr[ow * s[2] + off];
+            for (int64_t ow = hi; ow < out[2]; ow++) dst[ow] = 0;
         }
     }
 }
@@ -168,44 +168,54 @@ static ir_status FN(conv_kernel)(const ir_kernel_ctx *k) {
         FN(conv_depthwise)(a.x, a.w, a.b, a.y, cg);
         return IR_OK;
     }
-    IR_ASSERT(path != PATH_IM2COL ||
-              k->workspace_bytes >= (size_t)(a.Cg * a.K * a.OS) * sizeof(FT));
+    const int64_t rows = cg->out[0] * cg->out[1], W2 = cg->out[2], CK = a.Cg * a.K;
+    const int64_t tr = ir_conv_col_rows(cg, a.Cg, sizeof(FT));
+    IR_ASSERT(path != PATH_IM2COL || k->workspace_bytes >= (size_t)(CK * tr * W2) * sizeof(FT));
     for (int64_t bn = 0; bn < cg->N; bn++)
         for (int64_t gi = 0; gi < cg->group; gi++) {
             const FT *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
                      *wg = a.w + gi * a.Mg * a.Cg * a.K;
             FT *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
-            if (path == PATH_IM2COL) FN(ir_conv_im2col)(xg, a.col, cg, a.Cg);
             if (a.b) FN(fill_rows)(yg, a.b + gi * a.Mg, a.Mg, a.OS);
-            FT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a.Mg, (int)a.OS,
-                    (int)(a.Cg * a.K), 1.0f, wg, (int)(a.Cg * a.K),
-                    path == PATH_IM2COL ? a.col : xg, (int)a.OS, a.b ? 1.0f : 0.0f, yg, (int)a.OS);
+            if (path != PATH_IM2COL) {
+                FT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a.Mg, (int)a.OS, (int)CK,
+                        1.0f, wg, (int)CK, xg, (int)a.OS, a.b ? 1.0f : 0.0f, yg, (int)a.OS);
+                continue;
+            }
+            /* Y_g[:, tile] (+)= W_g col_tile, one tile of output rows at a time */
+            for (int64_t r0 = 0; r0 < rows; r0 += tr) {
+                const int64_t nr = rows - r0 < tr ? rows - r0 : tr, TS = nr * W2;
+                FN(ir_conv_im2col)(xg, a.col, cg, a.Cg, r0, nr);
+                FT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a.Mg, (int)TS, (int)CK,
+                        1.0f, wg, (int)CK, a.col, (int)TS, a.b ? 1.0f : 0.0f, yg + r0 * W2,
+                        (int)a.OS);
+            }
         }
     return IR_OK;
 }
 
-/* y[m, o*s - pb + k*d] += col[(m,k), i]: the adjoint of im2col, one output channel per
- * iteration so that parallel iterations never write the same element. */
-static void FN(col2im)(const FT *col, FT *y, const ir_conv_geom *cg, int64_t Mg) {
-    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
+/* y[m, o*s - pb + k*d] += col[(m,k), i - i0] for the input pixels i of the input rows [r0, r0 +
+ * nr) (row = id * in[1] + ih; i0 the first pixel of row r0): the adjoint of im2col, one output
+ * channel per iteration so that parallel iterations never write the same element. */
+static void FN(col2im)(const FT *col, FT *y, const ir_conv_geom *cg, int64_t Mg, int64_t r0,
+                       int64_t nr) {
+    const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), TS = nr * cg->in[2];
     const int64_t *in = cg->in, *out = cg->out, *k = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
-    IR_PARALLEL_FOR(Mg * K * IS >= IR_PAR_MIN)
+    IR_PARALLEL_FOR(Mg * K * TS >= IR_PAR_MIN)
     for (int64_t m = 0; m < Mg; m++) {
         FT *ym = y + m * OS;
         for (int64_t kk = 0; kk < K; kk++) {
             int64_t kd = kk / (k[1] * k[2]), kh = kk / k[2] % k[1], kw = kk % k[2];
-            const FT *src = col + (m * K + kk) * IS;
+            const FT *src = col + (m * K + kk) * TS;
             int64_t off = kw * dl[2] - pb[2], lo, hi;
             ir_conv_valid_range(off, s[2], out[2], in[2], &lo, &hi);
-            for (int64_t id = 0; id < in[0]; id++) {
-                int64_t od = id * s[0] - pb[0] + kd * dl[0];
-                for (int64_t ih = 0; ih < in[1]; ih++) {
-                    int64_t oh = ih * s[1] - pb[1] + kh * dl[1];
-                    if (od < 0 || od >= out[0] || oh < 0 || oh >= out[1]) continue;
-                    const FT *sr = src + (id * in[1] + ih) * in[2];
-                    FT *yr = ym + (od * out[1] + oh) * out[2];
-                    for (int64_t iw = lo; iw < hi; iw++) yr[iw * s[2] + off] += sr[iw];
-                }
+            for (int64_t row = r0; row < r0 + nr; row++) {
+                int64_t id = row / in[1], ih = row % in[1];
+                int64_t od = id * s[0] - pb[0] + kd * dl[0], oh = ih * s[1] - pb[1] + kh * dl[1];
+                if (od < 0 || od >= out[0] || oh < 0 || oh >= out[1]) continue;
+                const FT *sr = src + (row - r0) * in[2];
+                FT *yr = ym + (od * out[1] + oh) * out[2];
+                for (int64_t iw = lo; iw < hi; iw++) yr[iw * s[2] + off] += sr[iw];
             }
         }
     }
@@ -216,17 +226,23 @@ static ir_status FN(convt_kernel)(const ir_kernel_ctx *k) {
     ir_status st = FN(conv_io_init)(k, true, &a);
     if (st) return st;
     const ir_conv_geom *cg = &a.cg;
-    IR_ASSERT(k->workspace_bytes >= (size_t)(a.Mg * a.K * a.IS) * sizeof(FT));
+    const int64_t rows = cg->in[0] * cg->in[1], W2 = cg->in[2], MK = a.Mg * a.K;
+    const int64_t tr = ir_convt_col_rows(cg, sizeof(FT));
+    IR_ASSERT(k->workspace_bytes >= (size_t)(MK * tr * W2) * sizeof(FT));
     for (int64_t bn = 0; bn < cg->N; bn++)
         for (int64_t gi = 0; gi < cg->group; gi++) {
             const FT *xg = a.x + (bn * cg->C + gi * a.Cg) * a.IS,
                      *wg = a.w + gi * a.Cg * a.Mg * a.K;
             FT *yg = a.y + (bn * cg->M + gi * a.Mg) * a.OS;
-            /* W_g is [Cg, Mg*K]: col = W_g^T X_g is [Mg*K, IS] */
-            FT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(a.Mg * a.K), (int)a.IS,
-                    (int)a.Cg, 1.0f, wg, (int)(a.Mg * a.K), xg, (int)a.IS, 0.0f, a.col, (int)a.IS);
             FN(fill_rows)(yg, a.b ? a.b + gi * a.Mg : NULL, a.Mg, a.OS);
-            FN(col2im)(a.col, yg, cg, a.Mg);
+            /* W_g is [Cg, Mg*K]: col = W_g^T X_g[:, tile] is [Mg*K, tile], one tile of input
+             * rows at a time, scattered into Y_g */
+            for (int64_t r0 = 0; r0 < rows; r0 += tr) {
+                const int64_t nr = rows - r0 < tr ? rows - r0 : tr, TS = nr * W2;
+                FT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)MK, (int)TS, (int)a.Cg, 1.0f,
+                        wg, (int)MK, xg + r0 * W2, (int)a.IS, 0.0f, a.col, (int)TS);
+                FN(col2im)(a.col, yg, cg, a.Mg, r0, nr);
+            }
         }
     return IR_OK;
 }

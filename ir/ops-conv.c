@@ -1,9 +1,10 @@
 /* ops-conv.c - Conv and ConvTranspose with 1 to 3 spatial dims (ONNX opsets 11-17).
  *
- * Conv runs as im2col into the workspace + one sgemm per (batch, group). Two paths skip
- * im2col: 1x1 stride-1 unpadded convs hand X to sgemm as it is, and convs with one input
- * channel per group (depthwise, any channel multiplier) run a direct loop over output rows.
- * ConvTranspose computes W_g^T X_g into the workspace (sgemm) and scatters it with col2im.
+ * Conv runs as im2col into the workspace + one sgemm per (batch, group, tile of output rows;
+ * ir_conv_tile_rows bounds the tile). Two paths skip im2col: 1x1 stride-1 unpadded convs hand X
+ * to sgemm as it is, and convs with one input channel per group (depthwise, any channel
+ * multiplier) run a direct loop over output rows. ConvTranspose computes W_g^T X_g into the
+ * workspace (sgemm), a tile of input rows at a time, and scatters it with col2im.
  *
  * Invariants: geometry is padded to 3 spatial dims (leading dims of size 1) so that one loop
  * nest serves 1-, 2- and 3-D; conv_workspace() returns exactly the bytes of the path the kernel
@@ -18,6 +19,8 @@
 #include <string.h>
 
 enum conv_path { PATH_IM2COL, PATH_GEMM_DIRECT, PATH_DEPTHWISE };
+
+int64_t ir_conv_col_bytes = IR_CONV_COL_BYTES;
 
 /* Reads X, W (and B) shapes and the attributes of node n into cg, validating them. */
 ir_status ir_conv_parse(const ir_graph *g, const ir_node *n, bool transpose, ir_conv_geom *cg,
@@ -198,15 +201,16 @@ static double convt_flops(const ir_graph *g, const ir_node *n) {
 static size_t conv_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, false, &cg, NULL) || conv_path(&cg) != PATH_IM2COL) return 0;
-    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
-           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    const size_t es = ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    const int64_t Cg = cg.C / cg.group;
+    return (size_t)(Cg * ir_prod3(cg.k) * ir_conv_col_rows(&cg, Cg, es) * cg.out[2]) * es;
 }
 
 static size_t convt_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (ir_conv_parse(g, n, true, &cg, NULL)) return 0;
-    return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_prod3(cg.in)) *
-           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    const size_t es = ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    return (size_t)(cg.M / cg.group * ir_prod3(cg.k) * ir_convt_col_rows(&cg, es) * cg.in[2]) * es;
 }
 
 /* The valid output columns of the first DW_TAB kernel columns, hoisted out of the row loops

@@ -61,16 +61,22 @@ static ir_status FN(gw_kernel)(const ir_kernel_ctx *k) {
         return IR_OK;
     }
     const bool direct = pointwise(&cg);
-    IR_ASSERT(direct || k->workspace_bytes >= (size_t)(Cg * K * OS) * sizeof(FT));
+    const int64_t rows = cg.out[0] * cg.out[1], W2 = cg.out[2], CK = Cg * K;
+    const int64_t tr = direct ? rows : ir_conv_col_rows(&cg, Cg, sizeof(FT));
+    IR_ASSERT(direct || k->workspace_bytes >= (size_t)(CK * tr * W2) * sizeof(FT));
     if (cg.N == 0) memset(dw, 0, (size_t)ir_tensor_numel(&k->out[0]) * sizeof(FT));
     for (int64_t bn = 0; bn < cg.N; bn++)
         for (int64_t gi = 0; gi < cg.group; gi++) {
             const FT *xg = x + (bn * cg.C + gi * Cg) * IS, *dyg = dy + (bn * cg.M + gi * Mg) * OS;
-            if (!direct) FN(ir_conv_im2col)(xg, col, &cg, Cg);
-            /* dW_g [Mg, Cg*K] (+)= dY_g [Mg, OS] * col^T, col being [Cg*K, OS] */
-            FT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)(Cg * K), (int)OS, 1.0f,
-                    dyg, (int)OS, direct ? xg : col, (int)OS, bn ? 1.0f : 0.0f,
-                    dw + gi * Mg * Cg * K, (int)(Cg * K));
+            /* dW_g [Mg, Cg*K] (+)= dY_g[:, tile] col_tile^T, col_tile being [Cg*K, tile], one
+             * tile of output rows at a time (X itself for a pointwise conv) */
+            for (int64_t r0 = 0; r0 < rows; r0 += tr) {
+                const int64_t nr = rows - r0 < tr ? rows - r0 : tr, TS = nr * W2;
+                if (!direct) FN(ir_conv_im2col)(xg, col, &cg, Cg, r0, nr);
+                FT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)CK, (int)TS, 1.0f,
+                        dyg + r0 * W2, (int)OS, direct ? xg : col, (int)TS, bn || r0 ? 1.0f : 0.0f,
+                        dw + gi * Mg * CK, (int)CK);
+            }
         }
     return IR_OK;
 }

@@ -3,8 +3,9 @@
  * ConvTranspose's weight). The input gradients are plain ConvTranspose / Conv nodes.
  *
  * dW[m, c, k] = sum_n sum_o dY[n, m, o] * X[n, g*Cg + c, o*s - pb + k*d] for m in group g: per
- * (batch, group) im2col of X into the workspace (the forward's own ir_conv_im2col, so the two
- * agree on every window) and one sgemm dW_g += dY_g col^T. A pointwise conv (kernel 1, stride 1,
+ * (batch, group) and tile of output rows (ir_conv_tile_rows), im2col of X into the workspace
+ * (the forward's own ir_conv_im2col, so the two agree on every window) and one sgemm
+ * dW_g += dY_g[:, tile] col_tile^T. A pointwise conv (kernel 1, stride 1,
  * no pads) hands X to sgemm as it is, and a conv with one input channel per group (depthwise)
  * runs direct row dot products, as the forward's depthwise path does: neither needs workspace.
  * gw_workspace() returns exactly what the kernel uses.
@@ -109,8 +110,9 @@ static double gw_flops(const ir_graph *g, const ir_node *n) {
 static size_t gw_workspace(const ir_graph *g, const ir_node *n) {
     ir_conv_geom cg;
     if (gw_parse(g, n, &cg, NULL) || pointwise(&cg) || cg.C == cg.group) return 0;
-    return (size_t)(cg.C / cg.group * ir_prod3(cg.k) * ir_prod3(cg.out)) *
-           ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    const size_t es = ir_dtype_size(ir_kernel_dtype(ir_node_in(g, n, 0)->dtype));
+    const int64_t Cg = cg.C / cg.group;
+    return (size_t)(Cg * ir_prod3(cg.k) * ir_conv_col_rows(&cg, Cg, es) * cg.out[2]) * es;
 }
 
 #define IR_TMPL "ops-grad-conv-kern.h"

@@ -894,6 +894,19 @@ static void test_kernel_conv_grad_weight(void **st) {
     tu_expect_shape(&out, S(6, 1, 3, 3));
     expect_close(out.data, ref2, 54, 1e-5);
     tu_free_outputs(1, &out);
+    /* an im2col tiled by output rows (ir_conv_tile_rows: 38 rows in tiles of 10, 10, 10, 8),
+     * the first and last tiles padded */
+    const int64_t xd3[4] = {2, 16, 38, 36}, dyd3[4] = {2, 8, 38, 36}, k3[2] = {3, 3},
+                  p3[2] = {1, 1};
+    float *x3 = rnd(F32, S(2, 16, 38, 36), 85), *dy3 = rnd(F32, S(2, 8, 38, 36), 86);
+    float *ref3 = malloc(8 * 16 * 9 * sizeof(float));
+    naive_gw2d(x3, dy3, ref3, xd3, dyd3, 1, k3, one, p3, one);
+    ir_attr a3[2] = {INTS("kernel_shape", 3, 3), INTS("pads", 1, 1, 1, 1)};
+    tu_in in3[2] = {f32(S(2, 16, 38, 36), x3), f32(S(2, 8, 38, 36), dy3)};
+    assert_int_equal(tu_run_op(IR_OP_ConvGradWeight, 2, in3, 1, 2, a3, &out, &d), IR_OK);
+    expect_close(out.data, ref3, 8 * 16 * 9, 1e-5);
+    tu_free_outputs(1, &out);
+    free(ref3);
     /* a dY of the wrong spatial size is rejected */
     tu_in bad[2] = {f32(S(2, 3, 4, 5), x1), f32(S(2, 4, 4, 4), dy1)};
     assert_int_equal(tu_run_err(IR_OP_ConvGradWeight, 2, bad, 1, 1, &a1, &d), IR_ERR_SHAPE);

@@ -450,6 +450,82 @@ static void test_convtranspose(void **st) {
     run_case(&c3);
 }
 
+/* Convs whose column buffer is tiled (ir_conv_tile_rows: more than IR_CONV_COL_BYTES in one
+ * piece), with a shorter last tile and padded rows in the first and last: 2-D, 3-D with tiles
+ * that start inside an output plane, and ConvTranspose over tiles of input rows. */
+static void test_conv_tiled(void **st) {
+    /* rows of 16*9*36 floats (20,736 B): 38 rows in 4 tiles of 10, 10, 10 and 8 */
+    assert_int_equal(ir_conv_tile_rows(38, 36, 16 * 9 * 36 * 4), 10);
+    assert_int_equal(ir_conv_tile_rows(5, 36, 1000), 5);
+    assert_int_equal(ir_conv_tile_rows(4, 300, IR_CONV_COL_BYTES * 2), 1);
+    /* never fewer than IR_CONV_COL_MIN pixels: 14-pixel rows go 19 at a time, here all 14 */
+    assert_int_equal(ir_conv_tile_rows(14, 14, IR_CONV_COL_BYTES), 14);
+    assert_int_equal(ir_conv_tile_rows(28, 28, 128 * 9 * 28 * 4), 10);
+    cv_case c2 = {.S = 2,
+                  .N = 2,
+                  .C = 16,
+                  .M = 8,
+                  .group = 1,
+                  .in = {38, 36},
+                  .k = {3, 3},
+                  .s = {1, 1},
+                  .d = {1, 1},
+                  .pads = P2(1, 1, 1, 1),
+                  .ref_pads = P2(1, 1, 1, 1),
+                  .bias = true};
+    run_case(&c2);
+    /* 7x5 planes of 8*27*19-float rows (16,416 B): 35 rows in tiles of 12, the first ending at
+     * od 2, oh 1 */
+    assert_int_equal(ir_conv_tile_rows(35, 19, 8 * 27 * 19 * 4), 12);
+    cv_case c3 = {.S = 3,
+                  .N = 1,
+                  .C = 8,
+                  .M = 3,
+                  .group = 1,
+                  .in = {7, 5, 19},
+                  .k = {3, 3, 3},
+                  .s = {1, 1, 1},
+                  .d = {1, 1, 1},
+                  .pads = {1, 1, 1, 1, 1, 1},
+                  .ref_pads = {1, 1, 1, 1, 1, 1}};
+    run_case(&c3);
+    /* ConvTranspose: input rows of 16*9*40 floats (23,040 B), 29 rows in tiles of 10 */
+    cv_case t = {.S = 2,
+                 .N = 2,
+                 .C = 4,
+                 .M = 16,
+                 .group = 1,
+                 .in = {29, 40},
+                 .k = {3, 3},
+                 .s = {2, 2},
+                 .d = {1, 1},
+                 .pads = P2(1, 1, 1, 1),
+                 .ref_pads = P2(1, 1, 1, 1),
+                 .opad = {1, 1},
+                 .bias = true,
+                 .transpose = true};
+    run_case(&t);
+    /* the workspace is the tile, not the whole [C*K, pixels] buffer */
+    ir_graph *g = ir_graph_new();
+    ir_shape xs = TU_SHAPE(2, 16, 38, 36), ws = TU_SHAPE(8, 16, 3, 3), ts = TU_SHAPE(16, 4, 3, 3);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs), w = ir_graph_add_value(g, "w", IR_F32, &ws);
+    int wt = ir_graph_add_value(g, "wt", IR_F32, &ts);
+    int y = ir_graph_add_value(g, "y", IR_F32, NULL),
+        y2 = ir_graph_add_value(g, "y2", IR_F32, NULL);
+    int64_t pads[4] = {1, 1, 1, 1};
+    ir_attr at[1] = {tu_attr_ints("pads", 4, pads)};
+    int ins[2] = {x, w}, ins2[2] = {x, wt};
+    int ni = ir_graph_add_node(g, IR_OP_Conv, "c", 2, ins, 1, &y, 1, at);
+    ir_diag d;
+    assert_int_equal(ir_node_infer(g, &g->nodes[ni], &d), IR_OK);
+    assert_int_equal(ir_node_workspace(g, &g->nodes[ni]), 16 * 9 * 10 * 36 * sizeof(float));
+    /* ConvTranspose of the same X: [4*9, 36-pixel rows] tiles, 38 rows * 5,184 B in one piece */
+    ni = ir_graph_add_node(g, IR_OP_ConvTranspose, "t", 2, ins2, 1, &y2, 1, at);
+    assert_int_equal(ir_node_infer(g, &g->nodes[ni], &d), IR_OK);
+    assert_int_equal(ir_node_workspace(g, &g->nodes[ni]), 4 * 9 * 38 * 36 * sizeof(float));
+    ir_graph_free(g);
+}
+
 static void test_convtranspose_output_shape(void **st) {
     /* in 4, k 3, s 2: full 9; output_shape 8 -> total pad 1 -> begin 1, end 0 */
     cv_case c = {.S = 2,
@@ -549,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_conv1d_3d),
         cmocka_unit_test(test_conv_auto_pad),
         cmocka_unit_test(test_convtranspose),
+        cmocka_unit_test(test_conv_tiled),
         cmocka_unit_test(test_convtranspose_output_shape),
         cmocka_unit_test(test_conv_bad_shapes),
     };
