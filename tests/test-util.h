@@ -73,6 +73,13 @@ static inline ir_shape tu_shape_arr(const int64_t *d, size_t n) {
 }
 #define TU_SCALAR_SHAPE ((ir_shape){0})
 
+/* The training fixtures under tests/fixtures/numeric/ (each with PyTorch's gradients), in the
+ * order the fixture tests run them. */
+#define TU_NUMERIC_TRAIN_FIXTURES                                                                  \
+    "mlp_dropout_train", "cnn_bn_train", "cnn_bn_train_op15", "resnet_small_train",                \
+        "transformer_encoder_train", "gpt_small_train", "unet_transpose_train", "vit_small_train", \
+        "stn_pad_train"
+
 /* Builds a one-node graph, infers its outputs and runs the CPU kernel. On success out[i] gets
  * dtype, shape and malloc'd data (free with tu_free_outputs). Returns the status of inference
  * or of the kernel; d gets the message. */

@@ -16,17 +16,7 @@
  * fraction of the largest output norm. */
 #define NOISE_FLOOR 1e-3
 
-static const char *const train_fixtures[] = {
-    "mlp_dropout_train",
-    "cnn_bn_train",
-    "cnn_bn_train_op15",
-    "resnet_small_train",
-    "transformer_encoder_train",
-    "gpt_small_train",
-    "unet_transpose_train",
-    "vit_small_train",
-    "stn_pad_train",
-};
+static const char *const train_fixtures[] = {TU_NUMERIC_TRAIN_FIXTURES};
 
 /* The op kinds some passing graph ran in float64 (reported at the end: test_f64_ops covers the
  * others op by op). */

@@ -18,17 +18,7 @@
 
 #define TOL 1e-3 /* rtol against float64: PyTorch sums in other orders */
 
-static const char *const fixtures[] = {
-    "mlp_dropout_train",
-    "cnn_bn_train",
-    "cnn_bn_train_op15",
-    "resnet_small_train",
-    "transformer_encoder_train",
-    "gpt_small_train",
-    "unet_transpose_train",
-    "vit_small_train",
-    "stn_pad_train",
-};
+static const char *const fixtures[] = {TU_NUMERIC_TRAIN_FIXTURES};
 
 typedef struct fx {
     const char *name;
