@@ -108,6 +108,19 @@ static double at(const ir_tensor *t, int64_t i) {
 
 static void test_random(void **state) {
     (void)state;
+    { /* a random draw: never folded, never split by fission */
+        char path[1024];
+        ir_diag d = {{0}};
+        ir_status st;
+        ir_graph *g = ir_onnx_load(
+            tu_src_path("tests/fixtures/quant/ru_like.onnx", path, sizeof path), NULL, &st, &d);
+        assert_non_null(g);
+        assert_int_equal(g->nodes[0].op, IR_OP_RandomUniformLike);
+        assert_true(ir_node_draws_random(g, &g->nodes[0]));
+        ir_dimlink l[IR_MAX_DIMLINKS];
+        assert_int_equal(ir_node_dims(g, &g->nodes[0], l), 0);
+        ir_graph_free(g);
+    }
     enum { N = 20000 };
     float *x = calloc(N, sizeof *x);
     assert_non_null(x);
