@@ -22,7 +22,7 @@
 typedef struct qz_geom {
     int axis;                /* the scale's axis in x; -1 per tensor */
     int64_t outer, D, inner; /* x = [outer, D, inner] around axis */
-    int64_t block;           /* block_size; 0 per axis, D per tensor... unused then */
+    int64_t block;           /* block_size; 0 per axis (and per tensor, where axis is -1) */
     int64_t Db;              /* the scale's size along axis */
 } qz_geom;
 
