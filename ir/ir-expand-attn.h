@@ -1,8 +1,8 @@
 /* ir-expand-attn.h - the ONNX ops that magpie expands at import into ops of the table, in C, when
  * shape inference reaches them: Attention 23 and RotaryEmbedding 23 (ir-expand-attn.c),
  * SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ir-expand-loss.c), RMSNormalization,
- * CenterCropPad and AffineGrid (ir-expand-misc.c); Bernoulli is refused there, naming the op its
- * body needs. The table is in ir-expand-build.c. Private to ir/. */
+ * CenterCropPad, AffineGrid and Bernoulli (ir-expand-misc.c). The table is in ir-expand-build.c.
+ * Private to ir/. */
 #ifndef MAGPIE_IR_EXPAND_ATTN_H
 #define MAGPIE_IR_EXPAND_ATTN_H
 

@@ -12,7 +12,13 @@
  *  - AffineGrid: the grid of normalized coordinates (x, y[, z], 1) over size's spatial dims
  *    (linspace -1..1 over the corners with align_corners, over the pixel centres without), times
  *    theta transposed: [N, H, W, 2] or [N, D, H, W, 3]; size must be a constant.
- *  - Bernoulli: refused; its body draws with RandomUniformLike, which magpie does not have. */
+ *  - Bernoulli (15, 22): ONNX's body is context-dependent (the draw's dtype is the input's):
+ *    output = Cast<dtype>(RandomUniformLike<low 0, high 1, seed>(input) < input), dtype being
+ *    the attribute or the input's. The body onnx 1.22 writes compares with Greater, which would
+ *    give 1 with probability 1 - p; the spec's text and its reference (np.random.binomial(1, p))
+ *    give 1 with probability p, and so does this expansion. The draw is the expanded node's
+ *    (ops-random.c: seeded by its name, "<node>/RandomUniformLike_0", or by the seed
+ *    attribute). */
 #include "ir-expand-build.h"
 
 #include <stdio.h>
@@ -168,8 +174,23 @@ ir_status ir_expand_affine_grid(ir_graph *g, const ir_node *n, ir_diag *d) {
 /* ---------------------------------------------------------------- Bernoulli */
 
 ir_status ir_expand_bernoulli(ir_graph *g, const ir_node *n, ir_diag *d) {
-    (void)g;
-    return ir_node_fail(d, IR_ERR_UNSUPPORTED, n,
-                        "its ONNX function body needs RandomUniformLike, which magpie does not "
-                        "have");
+    xb b = {.g = g, .base = n->name, .d = d};
+    if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0)
+        return ir_node_fail(d, IR_ERR_INVALID, n, "input and output are required");
+    const ir_dtype t = g->values[n->in[0]].dtype;
+    if (!ir_dtype_is_float(t))
+        return ir_node_fail(d, IR_ERR_SHAPE, n, "input must be float, not %s", ir_dtype_name(t));
+    int64_t to = ir_attr_int(n, "dtype", ir_dtype_to_onnx(t));
+    if (ir_dtype_from_onnx((int)to) == IR_DTYPE_NONE)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, n, "dtype %lld is not supported", (long long)to);
+    ir_attr a[4] = {{.name = "dtype", .type = IR_ATTR_INT, .i = ir_dtype_to_onnx(t)},
+                    {.name = "low", .type = IR_ATTR_FLOAT, .f = 0},
+                    {.name = "high", .type = IR_ATTR_FLOAT, .f = 1}};
+    int na = 3;
+    const ir_attr *seed = ir_attr_find(n, "seed");
+    if (seed) a[na++] = (ir_attr){.name = "seed", .type = IR_ATTR_FLOAT, .f = seed->f};
+    int u = xb_op(&b, IR_OP_RandomUniformLike, 1, &n->in[0], -1, na, a);
+    int lt = xb_op2(&b, IR_OP_Less, u, n->in[0]);
+    xb_op_int(&b, IR_OP_Cast, 1, &lt, n->out[0], "to", to);
+    return b.st;
 }

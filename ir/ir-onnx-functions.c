@@ -7,7 +7,7 @@
  * of an op that magpie has neither an op nor an expansion of its own for (ir-expand-attn.h) and
  * that ONNX gives a body at the model's opset; recursively (a body may call other functions; a
  * cycle or more than FN_MAX_DEPTH nested calls is refused). A standard body that needs an op
- * magpie lacks (DynamicQuantizeLinear's QuantizeLinear) is refused in one line naming that op.
+ * magpie lacks is refused in one line naming that op.
  * Per call:
  *  - the function's formal inputs and outputs become the call's actual names (an omitted
  *    optional input stays omitted: "");

@@ -7,8 +7,9 @@
  * the Hann, Blackman and Hamming windows, Shrink and ThresholdedRelu by ONNX's own bodies
  * (ir/proto/onnx-functions.inc). The models are float64 (the bodies' own float32 steps: the
  * windows compute in float32, MeanVarianceNormalization's body types only for float32 inputs,
- * judged at float32's precision). Also the two refusals, one line naming the op the body needs:
- * DynamicQuantizeLinear (QuantizeLinear) and Bernoulli (RandomUniformLike). */
+ * judged at float32's precision). DynamicQuantizeLinear (by its body, through QuantizeLinear)
+ * against the spec's formula in float64, and Bernoulli (in C, through RandomUniformLike): 0/1
+ * outputs with the right mean per probability, deterministic under its seed attribute. */
 #include "test-util.h"
 
 #include "rt.h"
@@ -274,26 +275,79 @@ static void test_static_bodies(void **state) {
     rt_result_free(&r);
 }
 
-static void test_refusals(void **state) {
+/* y_scale = (max(x, 0) - min(x, 0)) / 255, y_zero_point = saturate(round(-min / y_scale)),
+ * y = saturate(round(x / y_scale) + y_zero_point), rounding half to even. */
+static void test_dynamic_quantize(void **state) {
     (void)state;
-    const char *cases[2][2] = {{"refuse_dql", "needs QuantizeLinear"},
-                               {"refuse_bernoulli", "needs RandomUniformLike"}};
-    for (int k = 0; k < 2; k++) {
-        char args[256];
-        snprintf(args, sizeof args, "inspect tests/fixtures/expand/%s.onnx", cases[k][0]);
-        tu_proc p;
-        tu_magpie(&p, args);
-        assert_int_equal(p.rc, 2);
-        if (!strstr(p.err, cases[k][1])) fail_msg("%s: %s", cases[k][0], p.err);
-        assert_int_equal(strchr(p.err, '\n') - p.err, strlen(p.err) - 1); /* one line */
+    enum { N = 64 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(3.0 * sin(0.7 * i) + 1.1);
+    double lo = 0, hi = 0;
+    for (int i = 0; i < N; i++) lo = fmin(lo, x[i]), hi = fmax(hi, x[i]);
+    const double scale = (hi - lo) / 255;
+    const double zp = fmin(fmax(nearbyint(-lo / scale), 0), 255);
+    input in[1] = {{"x", IR_F32, x}};
+    rt_result r = run_model("dql", 1, in);
+    assert_int_equal(r.outputs[0].dtype, IR_U8);
+    assert_int_equal(r.outputs[2].dtype, IR_U8);
+    const double got_scale = ((const float *)r.outputs[1].data)[0];
+    print_message("  dql: scale %.9g (float64 %.9g), zero point %d (%g)\n", got_scale, scale,
+                  ((const uint8_t *)r.outputs[2].data)[0], zp);
+    assert_true(fabs(got_scale - scale) <= 1e-6 * scale);
+    assert_int_equal(((const uint8_t *)r.outputs[2].data)[0], (int)zp);
+    for (int i = 0; i < N; i++) {
+        double q = x[i] / scale, want = fmin(fmax(nearbyint(q) + zp, 0), 255);
+        int got = ((const uint8_t *)r.outputs[0].data)[i];
+        /* float32's quotient may fall on the other side of a tie that float64's just misses */
+        double tol = fabs(q - floor(q) - 0.5) < 1e-4 ? 1 : 0;
+        if (fabs(got - want) > tol) fail_msg("dql: y[%d] = %d, expected %g", i, got, want);
     }
+    rt_result_free(&r);
+}
+
+/* Rows of p = 0.1, 0.5, 0.9, 0: the mean of each row of 4096 draws is p within 5 standard
+ * deviations (at most 0.039), every output 0 or 1. */
+static void test_bernoulli(void **state) {
+    (void)state;
+    enum { W = 4096 };
+    const double p[4] = {0.1, 0.5, 0.9, 0};
+    double *x = malloc(sizeof(double) * 4 * W);
+    float *xf = malloc(sizeof(float) * 4 * W);
+    assert_true(x && xf);
+    for (int i = 0; i < 4 * W; i++) xf[i] = (float)(x[i] = p[i / W]);
+    input in[1] = {{"x", IR_F64, x}}, inf[1] = {{"x", IR_F32, xf}};
+    rt_result r = run_model("bernoulli_15", 1, in), r22 = run_model("bernoulli_22", 1, inf);
+    rt_result r22b = run_model("bernoulli_22", 1, inf);
+    assert_int_equal(r.outputs[0].dtype, IR_F64);
+    assert_int_equal(r22.outputs[0].dtype, IR_BOOL);
+    for (int row = 0; row < 4; row++) {
+        double m = 0, m22 = 0;
+        for (int i = row * W; i < (row + 1) * W; i++) {
+            double v = ((const double *)r.outputs[0].data)[i];
+            uint8_t b = ((const uint8_t *)r22.outputs[0].data)[i];
+            if (v != 0 && v != 1) fail_msg("bernoulli_15: y[%d] = %g", i, v);
+            assert_true(b <= 1);
+            assert_true(b == ((const uint8_t *)r22b.outputs[0].data)[i]); /* seed 5 */
+            m += v / W;
+            m22 += b / (double)W;
+        }
+        print_message("  bernoulli p %.1f: means %.4f (opset 15), %.4f (opset 22)\n", p[row], m,
+                      m22);
+        const double tol = 5 * sqrt(p[row] * (1 - p[row]) / W);
+        assert_true(fabs(m - p[row]) <= tol && fabs(m22 - p[row]) <= tol);
+    }
+    rt_result_free(&r);
+    rt_result_free(&r22);
+    rt_result_free(&r22b);
+    free(x);
+    free(xf);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_losses),   cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_layout),   cmocka_unit_test(test_static_bodies),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_losses),           cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_layout),           cmocka_unit_test(test_static_bodies),
+        cmocka_unit_test(test_dynamic_quantize), cmocka_unit_test(test_bernoulli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,12 +39,11 @@ def claimed_ops():
         for m in re.finditer(r'^IR_OP\((\w+), ""\)', f.read(), re.M):
             ops.add(m.group(1))
     # ops without an entry that the importer expands into entries: in C (the table in
-    # ir/ir-expand-build.c; Bernoulli's entry only refuses it, naming RandomUniformLike) and by
-    # ONNX's own function bodies (ir/proto/onnx-functions.inc) where every op a body uses is read
+    # ir/ir-expand-build.c) and by ONNX's own function bodies (ir/proto/onnx-functions.inc)
+    # where every op a body uses is read
     with open(os.path.join(ROOT, "ir", "ir-expand-build.c")) as f:
         for m in re.finditer(r'\{"(\w+)", ir_expand_(\w+)\}', f.read()):
-            if m.group(2) != "bernoulli":
-                ops.add(m.group(1))
+            ops.add(m.group(1))
     with open(os.path.join(ROOT, "ir", "proto", "onnx-functions.inc")) as f:
         text = f.read()
     for m in re.finditer(r"^/\* (\w+) \(since opset \d+\).*?\n((?: \*.*\n)*?) \*/", text, re.M):
