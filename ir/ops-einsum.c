@@ -12,10 +12,13 @@
  * Einsum is multilinear. The gradient of operand i is an Einsum of dY and the other operands
  * onto i's indices (the equation permuted); indices only operand i has (summed away in the
  * forward) are restored by Expand, broadcast dims are summed back by ir_grad_accumulate. A
- * diagonal operand has no such Einsum, and its gradient is refused with that reason. */
+ * diagonal operand (an index it names twice) gets the gradient of its diagonal, broadcast along
+ * the repeated dimensions and multiplied by a constant 0/1 mask of the diagonal. */
 #include "ir-autodiff.h"
 #include "ir-einsum.h"
 #include "ir-impl.h"
+
+#include <stdlib.h>
 
 /* ---------------------------------------------------------------- parsing */
 
@@ -380,6 +383,35 @@ static void es_letters(const ir_einsum *e, char *L) {
     }
 }
 
+/* Operand i's diagonal mask: 1 where every index it names twice or more has equal coordinates
+ * in all of its dimensions, else 0. A diagonal operand's gradient is the gradient of its
+ * diagonal, broadcast along the repeated dimensions and multiplied by this mask. */
+static int diagonal_mask(ir_grad_ctx *c, const ir_einsum *e, int i, const ir_shape *full) {
+    ir_dtype t = c->g->values[c->in[i]].dtype;
+    int64_t n = ir_shape_numel(full);
+    void *m = calloc((size_t)(n ? n : 1), ir_dtype_size(t));
+    if (!m) return ir_grad_fail(c, IR_ERR_NOMEM, "out of memory for a diagonal mask"), -1;
+    int r = full->rank;
+    for (int64_t at = 0; at < n; at++) {
+        int64_t idx[IR_MAX_RANK], rest = at, coord[IR_EINSUM_MAX_LABELS];
+        for (int d = r - 1; d >= 0; d--) idx[d] = rest % full->dims[d], rest /= full->dims[d];
+        bool on = true;
+        for (int d = 0; d < r && on; d++) {
+            int lb = e->label[i][d];
+            bool seen = false;
+            for (int d2 = 0; d2 < d && !seen; d2++) seen = e->label[i][d2] == lb;
+            if (seen)
+                on = coord[lb] == idx[d];
+            else
+                coord[lb] = idx[d];
+        }
+        if (on) ir_store_f64(m, t, at, 1.0);
+    }
+    int v = ir_grad_const(c, t, full, m);
+    free(m);
+    return v;
+}
+
 static ir_status einsum_grad(ir_grad_ctx *c) {
     ir_einsum e;
     if (ir_einsum_of(c->g, c->node, &e, NULL) != IR_OK)
@@ -390,22 +422,17 @@ static ir_status einsum_grad(ir_grad_ctx *c) {
     int dy = ir_grad_gout(c, 0);
     for (int i = 0; i < e.n_ops; i++) {
         if (!ir_grad_needs(c, i)) continue;
-        bool present[IR_MAX_RANK];
-        int n_present = 0;
+        bool present[IR_MAX_RANK], first[IR_MAX_RANK], diagonal = false;
         for (int d = 0; d < e.rank[i]; d++) {
             int lb = e.label[i][d];
-            for (int d2 = 0; d2 < d; d2++)
-                if (e.label[i][d2] == lb)
-                    return ir_grad_fail(c, IR_ERR_UNSUPPORTED,
-                                        "operand %d names index '%c' twice (a diagonal): its "
-                                        "gradient is not implemented",
-                                        i, L[lb]);
+            first[d] = true;
+            for (int d2 = 0; d2 < d; d2++) first[d] &= e.label[i][d2] != lb;
+            diagonal |= !first[d];
             bool elsewhere = e.in_out[lb];
             for (int k = 0; k < e.n_ops && !elsewhere; k++)
                 if (k != i)
                     for (int d2 = 0; d2 < e.rank[k]; d2++) elsewhere |= e.label[k][d2] == lb;
             present[d] = elsewhere;
-            n_present += elsewhere;
         }
         /* "<out>,<others>-><operand i's indices that are not its own alone>" */
         char eq[8 * (IR_MAX_RANK + 2) + 8];
@@ -420,19 +447,21 @@ static ir_status einsum_grad(ir_grad_ctx *c) {
         }
         eq[q++] = '-';
         eq[q++] = '>';
+        int n_kept = 0; /* a diagonal's index once, at its first dimension */
         for (int d = 0; d < e.rank[i]; d++)
-            if (present[d]) eq[q++] = L[e.label[i][d]];
+            if (present[d] && first[d]) eq[q++] = L[e.label[i][d]], n_kept++;
         eq[q] = 0;
         ir_attr at = ir_grad_attr_str(c, "equation", eq);
         int gi = ir_grad_op(c, IR_OP_Einsum, n_ins, ins, 1, &at);
-        if (n_present < e.rank[i]) { /* the indices operand i alone had: expanded back */
+        if (n_kept < e.rank[i]) { /* the indices operand i alone had: expanded back */
             ir_shape ones = {.rank = e.rank[i]}, full = {.rank = e.rank[i]};
             for (int d = 0; d < e.rank[i]; d++) {
                 full.dims[d] = e.size[e.label[i][d]];
-                ones.dims[d] = present[d] ? full.dims[d] : 1;
+                ones.dims[d] = present[d] && first[d] ? full.dims[d] : 1;
             }
             gi = ir_grad_reshape(c, gi, &ones);
             gi = ir_grad_op2(c, IR_OP_Expand, gi, ir_grad_const_i64(c, full.rank, full.dims));
+            if (diagonal) gi = ir_grad_op2(c, IR_OP_Mul, gi, diagonal_mask(c, &e, i, &full));
         }
         ir_grad_accumulate(c, i, gi);
     }
