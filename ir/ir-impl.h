@@ -258,29 +258,28 @@ static inline void ir_pool_window_dim(const ir_pool_geom *pg, int i, int64_t o, 
     ir_pool_taps(st[i], pg->k[i], pg->d[i], pg->in[i], &kl[i], &kh[i]);
 }
 /* MaxPool's rule: the index in plane xp of the window's first strictly greater value, scanned in
- * row-major order (-1 for a window with no taps). One per float dtype: ir_pool_argmax_f32/_f64. */
+ * row-major order (-1 for a window with no taps). One per dtype MaxPool runs:
+ * ir_pool_argmax_f32/_f64/_u8/_i8. */
 #define IR_DEF_POOL_ARGMAX(sfx, T)                                                                 \
     static inline int64_t ir_pool_argmax_##sfx(const ir_pool_geom *pg, const T *xp,                \
                                                const int64_t *st, const int64_t *kl,               \
                                                const int64_t *kh) {                                \
         const int64_t *in = pg->in, *dl = pg->d;                                                   \
-        T best = -INFINITY;                                                                        \
         int64_t bi = -1;                                                                           \
         for (int64_t a = kl[0]; a < kh[0]; a++)                                                    \
             for (int64_t b = kl[1]; b < kh[1]; b++) {                                              \
                 int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];           \
                 for (int64_t c = kl[2]; c < kh[2]; c++) {                                          \
                     int64_t at = row + st[2] + c * dl[2];                                          \
-                    if (xp[at] > best || bi < 0) {                                                 \
-                        best = xp[at];                                                             \
-                        bi = at;                                                                   \
-                    }                                                                              \
+                    if (bi < 0 || xp[at] > xp[bi]) bi = at;                                        \
                 }                                                                                  \
             }                                                                                      \
         return bi;                                                                                 \
     }
 IR_DEF_POOL_ARGMAX(f32, float)
 IR_DEF_POOL_ARGMAX(f64, double)
+IR_DEF_POOL_ARGMAX(u8, uint8_t)
+IR_DEF_POOL_ARGMAX(i8, int8_t)
 #undef IR_DEF_POOL_ARGMAX
 /* AveragePool's divisor for the window starting at st with taps [kl, kh): with
  * count_include_pad the taps inside the padded input (the window clipped to it), else the real

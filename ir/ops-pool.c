@@ -138,12 +138,12 @@ static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {
     return t == IR_F64 ? pool_run_f64(k, is_max) : pool_run_f32(k, is_max);
 }
 
-/* MaxPool of int8 and uint8 (opset 12): the float kernel's windows and tie rule (the first
- * strictly greater value in row-major order), compared as integers. A window with no taps (all
- * padding) gives the type's minimum, as the float kernels' -inf. */
+/* MaxPool of int8 and uint8 (opset 12): the float kernel's windows and tie rule
+ * (ir_pool_argmax: the first strictly greater value in row-major order), compared as integers. A
+ * window with no taps (all padding) gives the type's minimum, as the float kernels' -inf. */
 #define DEF_MAXPOOL_INT(sfx, T, LOWEST)                                                            \
     static void maxpool_##sfx(const ir_pool_geom *pg, const T *x, T *y, int64_t *idx) {            \
-        const int64_t IS = ir_prod3(pg->in), OS = ir_prod3(pg->out), *in = pg->in, *dl = pg->d;    \
+        const int64_t IS = ir_prod3(pg->in), OS = ir_prod3(pg->out);                               \
         IR_PARALLEL_FOR(pg->NC *OS *ir_prod3(pg->k) >= IR_PAR_MIN)                                 \
         for (int64_t p = 0; p < pg->NC; p++) {                                                     \
             const T *xp = x + p * IS;                                                              \
@@ -152,15 +152,7 @@ static ir_status pool_run(const ir_kernel_ctx *k, bool is_max) {
                 ir_pool_window_dim(pg, 0, o / (pg->out[1] * pg->out[2]), st, kl, kh);              \
                 ir_pool_window_dim(pg, 1, o / pg->out[2] % pg->out[1], st, kl, kh);                \
                 ir_pool_window_dim(pg, 2, o % pg->out[2], st, kl, kh);                             \
-                int64_t bi = -1;                                                                   \
-                for (int64_t a = kl[0]; a < kh[0]; a++)                                            \
-                    for (int64_t b = kl[1]; b < kh[1]; b++) {                                      \
-                        int64_t row = ((st[0] + a * dl[0]) * in[1] + st[1] + b * dl[1]) * in[2];   \
-                        for (int64_t c = kl[2]; c < kh[2]; c++) {                                  \
-                            int64_t at = row + st[2] + c * dl[2];                                  \
-                            if (bi < 0 || xp[at] > xp[bi]) bi = at;                                \
-                        }                                                                          \
-                    }                                                                              \
+                int64_t bi = ir_pool_argmax_##sfx(pg, xp, st, kl, kh);                             \
                 y[p * OS + o] = bi >= 0 ? xp[bi] : (LOWEST);                                       \
                 if (idx) idx[p * OS + o] = p * IS + bi;                                            \
             }                                                                                      \
