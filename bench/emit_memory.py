@@ -23,6 +23,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "emit"))
 import emit_check  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plain_memory_trace  # noqa: E402
+
 # usage: see the docstring; the eager figure is `magpie inspect FIXTURE/model.onnx --train`
 
 
@@ -113,15 +116,22 @@ def main(argv):
     m.zero_grad(set_to_none=True)
     res = resident_bytes(list(m.parameters()) + list(m.buffers()) + list(inputs.values()))
     plain_peak = cpu_peak(plain) + res
-    eager = predicted(magpie, model_file or os.path.join(emit_check.FIXTURES, "numeric", fixture,
-                                                         "model.onnx"), "--train", *eager_opts)
+    eager_model = model_file or os.path.join(emit_check.FIXTURES, "numeric", fixture, "model.onnx")
+    eager = predicted(magpie, eager_model, "--train", *eager_opts)
+    # the plain step itemized (bench/plain_memory_trace.py): its peak without the tensors autograd
+    # saves that magpie's graph has no value for, and with each step's workspace magpie's kernel's
+    a = plain_memory_trace.analyse(model, inputs, flatten, magpie, eager_model, eager_opts)
+    rws = plain_memory_trace.step_rows(a["blocks"], a["tops"])
+    _, acct = plain_memory_trace.accounted(a["blocks"], rws, a["groups"], a["res"], eager, True)
     print(f"{fixture}: magpie's eager training graph {eager} B predicted; the plain PyTorch step "
-          f"(forward + backward) {plain_peak} B measured")
+          f"(forward + backward) {plain_peak} B measured, {acct} B accounted (without what "
+          f"autograd keeps that magpie's graph does not, PyTorch's workspace replaced by magpie's; "
+          f"its own measurement of the plain step: {a['plain_peak']} B)")
     print(f"{'plan':40s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s} "
-          f"{'pred/eager':>10s} {'meas/plain':>10s}")
+          f"{'pred/eager':>10s} {'meas/plain':>10s} {'meas/acct':>9s}")
     for plan, pred, peak in rows:
         print(f"{plan[-40:]:40s} {pred:10d} {peak:10d} {peak / pred:9.3f} {pred / eager:10.3f} "
-              f"{peak / plain_peak:10.3f}")
+              f"{peak / plain_peak:10.3f} {peak / acct:9.3f}")
 
 
 if __name__ == "__main__":

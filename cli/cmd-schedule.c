@@ -108,6 +108,17 @@ static void print_json(const ir_graph *g, const sched_report *r, const char *plo
     cli_json_arr_begin(&j);
     for (int s = 0; s < g->n_nodes; s++) cli_json_str(&j, g->nodes[r->order[s]].name);
     cli_json_arr_end(&j);
+    /* the memory model's figure per step of the chosen order (what the peak is the maximum of)
+     * and the part of it that is the step's node's own workspace */
+    cli_json_key(&j, "step_bytes");
+    cli_json_arr_begin(&j);
+    for (int s = 0; s < g->n_nodes; s++) cli_json_uint(&j, r->mem.step_bytes[s]);
+    cli_json_arr_end(&j);
+    cli_json_key(&j, "step_workspace_bytes");
+    cli_json_arr_begin(&j);
+    for (int s = 0; s < g->n_nodes; s++)
+        cli_json_uint(&j, ir_node_workspace(g, &g->nodes[r->order[s]]));
+    cli_json_arr_end(&j);
     if (plot) {
         cli_json_kv_str(&j, "plot", plot);
     }

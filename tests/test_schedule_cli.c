@@ -63,6 +63,22 @@ static void test_json_keys_and_peaks(void **state) {
     free(p);
 }
 
+/* The numbers of the JSON array under key (at most max of them); the count, -1 if absent. */
+static int json_array(const char *json, const char *key, double *v, int max) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":[", key);
+    const char *s = strstr(json, pat);
+    if (!s) return -1;
+    s += strlen(pat);
+    int n = 0;
+    while (*s && *s != ']' && n < max) {
+        char *end;
+        v[n++] = strtod(s, &end);
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
 static void test_eager_order(void **state) {
     tu_proc *p = malloc(sizeof *p);
     tu_magpie(p, "schedule " MODEL("resnet_small") " --order eager --json --device analytic:a100");
@@ -72,6 +88,21 @@ static void test_eager_order(void **state) {
     assert_true(tu_json_num(p->out, "peak_bytes") == tu_json_num(p->out, "eager_peak_bytes"));
     assert_true(tu_json_num(p->out, "latency_seconds") ==
                 tu_json_num(p->out, "eager_latency_seconds"));
+    /* one figure per step: the peak is their maximum, at peak_step; a workspace is part of it */
+    static double bytes[4096], ws[4096];
+    int steps = (int)tu_json_num(p->out, "steps");
+    assert_int_equal(json_array(p->out, "step_bytes", bytes, 4096), steps);
+    assert_int_equal(json_array(p->out, "step_workspace_bytes", ws, 4096), steps);
+    double top = 0, peak = tu_json_num(p->out, "peak_bytes");
+    bool some_ws = false;
+    for (int s = 0; s < steps; s++) {
+        top = bytes[s] > top ? bytes[s] : top;
+        assert_true(ws[s] >= 0 && ws[s] < bytes[s]);
+        some_ws |= ws[s] > 0;
+    }
+    assert_true(top == peak);
+    assert_true(bytes[(int)tu_json_num(p->out, "peak_step")] == peak);
+    assert_true(some_ws); /* resnet's convolutions have im2col workspace */
     free(p);
 }
 
