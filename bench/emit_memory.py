@@ -11,7 +11,10 @@ its predicted peak is `magpie inspect --json` of optimized.onnx (the plan's file
 its schedule). On the CPU the peak is the running sum of the allocations and frees the profiler
 records (torch.profiler.profile(profile_memory=True)) plus the bytes resident before the step
 (parameters, buffers and inputs), as magpie counts residents; with a GPU (--cuda) it is
-torch.cuda.max_memory_allocated. One line per plan, then the plain step's."""
+torch.cuda.max_memory_allocated. The plain step is also itemized (bench/plain_memory_trace.py)
+and its peak recomputed from its own blocks without the tensors autograd saves that magpie's
+graph has no value for and with each step's workspace magpie's kernel's ("accounted"). One
+line per plan, then the plain step's."""
 import copy
 import json
 import os
