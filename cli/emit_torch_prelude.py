@@ -633,22 +633,184 @@ def _slice(x, axes, starts, ends, steps):
             y = y.index_select(a, torch.arange(s, e, st, device=x.device))
     return y.clone(memory_format=torch.contiguous_format)
 #@ pad
+def _pad_src(j, pb, n, mode):
+    """The input index that output index j of a dim padded by pb before reads (ir_pad_source:
+    numpy's reflect, edge and wrap)."""
+    i = j - pb
+    if mode == "wrap":
+        return i % n
+    if mode == "edge" or n == 1:
+        return min(max(i, 0), n - 1)
+    p = 2 * (n - 1)
+    i %= p
+    return i if i < n else p - i
+
+
 def _pad(x, pads, mode, value):
+    """ONNX Pad; pads: every dim's begin, then every dim's end (the axes input resolved)."""
     r = x.dim()
-    fp = []
-    for i in reversed(range(r)):
-        fp += [pads[i], pads[r + i]]
-    while len(fp) > 2 and fp[-1] == 0 and fp[-2] == 0:
-        fp = fp[:-2]
-    if mode == "constant":
+    if mode == "constant":  # negative pads crop, as in F.pad
+        fp = []
+        for i in reversed(range(r)):
+            fp += [pads[i], pads[r + i]]
+        while len(fp) > 2 and fp[-1] == 0 and fp[-2] == 0:
+            fp = fp[:-2]
         return torch.nn.functional.pad(x, fp, "constant", value)
-    m = {"reflect": "reflect", "edge": "replicate"}[mode]
-    k = len(fp) // 2
-    lead = r - k
-    # PyTorch pads the last k dims of a (batch, channel, ...) tensor: fold the leading dims.
-    xs = x.reshape([1, -1] + list(x.shape[lead:])) if lead != 2 else x
-    y = torch.nn.functional.pad(xs, fp, m)
-    return y.reshape(list(x.shape[:lead]) + list(y.shape[2:])) if lead != 2 else y
+    # reflect, edge, wrap on any dims and by any amount (reflect over several periods too, where
+    # PyTorch's modes stop at the last three dims and pads under the dim's length): the interior
+    # is x, then for each dim from the innermost out every border slab (dims before it inside the
+    # interior, dims after it complete) copies the slab of its source index, as magpie's kernel;
+    # the output is the only allocation
+    pb, xs = pads[:r], list(x.shape)
+    y = x.new_empty([xs[i] + pads[i] + pads[r + i] for i in range(r)])
+    y[tuple(slice(pb[i], pb[i] + xs[i]) for i in range(r))].copy_(x)
+    for d in reversed(range(r)):
+        v = y
+        for i in range(d):
+            v = v.narrow(i, pb[i], xs[i])
+        for j in range(y.shape[d]):
+            if not pb[d] <= j < pb[d] + xs[d]:
+                v.select(d, j).copy_(v.select(d, _pad_src(j, pb[d], xs[d], mode) + pb[d]))
+    return y
+
+
+def _pad_regions(r, parts, k=0):
+    """Every combination of one part per dim (0 before, 1 interior, 2 after)."""
+    if k == r:
+        yield ()
+        return
+    for p in parts[k]:
+        for rest in _pad_regions(r, parts, k + 1):
+            yield (p,) + rest
+
+
+def _pad_grad(dy, pads, mode):
+    """PadGrad (reflect, edge, wrap): dX[i] sums dY over the positions that read i. dX starts as
+    dY's interior; each border region of dY (some dims in a border, the others in the interior)
+    is added into dX by index_add_ along its last border dim, one slice per position of its other
+    border dims (corners: a few). The output is the only allocation besides the index lists."""
+    r = dy.dim()
+    pb, pe = pads[:r], pads[r:]
+    xs = [dy.shape[i] - pb[i] - pe[i] for i in range(r)]
+    dx = dy[tuple(slice(pb[i], pb[i] + xs[i]) for i in range(r))].clone(
+        memory_format=torch.contiguous_format)
+    spans = [[(0, pb[i]), (pb[i], xs[i]), (pb[i] + xs[i], pe[i])] for i in range(r)]
+    parts = [[p for p in range(3) if spans[i][p][1] > 0 and (p == 1 or xs[i] > 0)]
+             for i in range(r)]
+    for reg in _pad_regions(r, parts):
+        border = [i for i in range(r) if reg[i] != 1]
+        if not border:
+            continue
+        src = dy
+        for i in range(r):
+            src = src.narrow(i, *spans[i][reg[i]])
+        last, outer = border[-1], border[:-1]
+        s0, n0 = spans[last][reg[last]]
+        idx = torch.tensor([_pad_src(j, pb[last], xs[last], mode) for j in range(s0, s0 + n0)],
+                           dtype=torch.int64, device=dy.device)
+        for pos in _pad_regions(len(outer), [range(spans[d][reg[d]][1]) for d in outer]):
+            s, t = src, dx
+            for d, p in reversed(list(zip(outer, pos))):
+                s = s.select(d, p)
+                t = t.select(d, _pad_src(spans[d][reg[d]][0] + p, pb[d], xs[d], mode))
+            t.index_add_(last - len(outer), idx, s)
+    return dx
+#@ grid_sample
+_GS_MODE = {"linear": 0, "bilinear": 0, "nearest": 1, "cubic": 2, "bicubic": 2}
+_GS_TORCH = ("bilinear", "nearest", "bicubic")
+_GS_PAD = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _gs_grid(grid, sizes, mode, pad, align):
+    """The grid that PyTorch's sampler reads as ONNX's GridSample (magpie's kernel) reads grid,
+    and d(that grid)/d(grid) (None: grid itself). They differ where ONNX pads the point before
+    taking its taps and PyTorch does not: cubic with border or reflection (PyTorch pads only the
+    taps), nearest with reflection (ONNX rounds before reflecting, PyTorch after: halves differ).
+    There the point is padded here, ONNX's way, and handed over inside the image; the slope is 0
+    where border clips and +-1 where reflection folds. The padded grid and its slope are
+    temporaries of a few times the grid's bytes that magpie's kernels do not have."""
+    m = _GS_MODE[mode]
+    if m == 0 or pad == "zeros" or (m == 1 and pad == "border"):
+        return grid, None  # the two agree: the grid as it is, no temporaries
+    cols, slopes = [], []
+    for c in range(grid.shape[-1]):  # x first: the last spatial dim
+        n = sizes[len(sizes) - 1 - c]
+        g = grid[..., c]
+        if align and n == 1:  # every point is pixel 0's centre
+            cols.append(torch.zeros_like(g))
+            slopes.append(torch.zeros_like(g))
+            continue
+        x = (g + 1) / 2 * (n - 1) if align else ((g + 1) * n - 1) / 2
+        if m == 1:
+            x = torch.round(x)  # half to even, as magpie's nearbyint
+        lo, hi = (0.0, n - 1.0) if align else (-0.5, n - 0.5)
+        out = (x < lo) | (x > hi)
+        if pad == "border":
+            xp = torch.where(out, x.clamp(0, n - 1), x)
+            sl = (~out).to(g.dtype)
+        else:
+            rng = hi - lo
+            below = x < lo
+            dist = torch.where(below, lo - x, x - hi)
+            k = torch.floor(dist / rng)
+            rem = dist - k * rng
+            even = torch.remainder(k, 2) == 0
+            fold = torch.where(below == even, lo + rem, hi - rem)
+            xp = torch.where(out, fold, x)
+            sl = torch.where(out, 1 - 2 * even.to(g.dtype), torch.ones_like(g))
+        cols.append(xp * 2 / (n - 1) - 1 if align else (2 * xp + 1) / n - 1)
+        slopes.append(sl)
+    return torch.stack(cols, -1), torch.stack(slopes, -1)
+
+
+def _gs_1d(x, grid, dy=None):
+    """A 1-D sampler as a 2-D one of height 1 (PyTorch has none): the point's y is 0, pixel 0's
+    centre in both align_corners conventions, where every mode reads row 0 with weight 1."""
+    g = torch.stack([grid[..., 0], torch.zeros_like(grid[..., 0])], -1).unsqueeze(1)
+    return x.unsqueeze(2), g, None if dy is None else dy.unsqueeze(2)
+
+
+def _grid_sample(x, grid, mode, pad, align):
+    S = x.dim() - 2
+    g, _ = _gs_grid(grid, list(x.shape[2:]), mode, pad, align)
+    if S == 1:
+        x, g, _ = _gs_1d(x, g)
+    y = torch.nn.functional.grid_sample(x, g, mode=_GS_TORCH[_GS_MODE[mode]], padding_mode=pad,
+                                        align_corners=align)
+    return y[:, :, 0] if S == 1 else y
+
+
+def _gs_backward(dy, x, g, mode, pad, align, mask):
+    fn = (torch.ops.aten.grid_sampler_3d_backward if x.dim() == 5 else
+          torch.ops.aten.grid_sampler_2d_backward)
+    return fn(dy, x, g, _GS_MODE[mode], _GS_PAD[pad], align, mask)
+
+
+def _grid_sample_grad(dy, grid, shape, mode, pad, align):
+    """GridSampleGrad: dX through PyTorch's sampler backward, its grid gradient not computed; X's
+    values are not read, so X is a zero scalar expanded to its shape (no memory)."""
+    S = len(shape) - 2
+    g, _ = _gs_grid(grid, list(shape[2:]), mode, pad, align)
+    x = dy.new_zeros(()).expand(shape)
+    if S == 1:
+        x, g, dy = _gs_1d(x, g, dy)
+    dx = _gs_backward(dy, x, g, mode, pad, align, [True, False])[0]
+    return dx[:, :, 0] if S == 1 else dx
+
+
+def _grid_sample_grid_grad(dy, x, grid, mode, pad, align):
+    """GridSampleGridGrad: d loss / d grid through PyTorch's sampler backward (dX not computed),
+    times the slope of ONNX's padding of the point where _gs_grid applied it."""
+    S = x.dim() - 2
+    g, slope = _gs_grid(grid, list(x.shape[2:]), mode, pad, align)
+    if S == 1:
+        x, g, dy = _gs_1d(x, g, dy)
+    dg = _gs_backward(dy, x, g, mode, pad, align, [False, True])[1]
+    if S == 1:
+        dg = dg[:, 0, :, :1].contiguous()
+    if slope is not None:
+        dg.mul_(slope)
+    return dg
 #@ gather
 def _norm_index(i, dim):
     i = i.long()

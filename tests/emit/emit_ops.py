@@ -111,6 +111,8 @@ def cases():
     c.append(case("clip", [n("Constant", [], ["lo"], value=numpy_helper.from_array(
         np.array(-0.5, np.float32))), n("Constant", [], ["hi"], value=numpy_helper.from_array(
             np.array(0.7, np.float32))), n("Clip", ["h", "lo", "hi"], ["y"])], X_SHAPE))
+    c += grid_sample_cases()
+    c += pad_cases()
     # forward-only ops
     c.append(case("cumsum", [n("CumSum", ["h", "ax"], ["y"], exclusive=1, reverse=1)], X_SHAPE,
                   train=False, inits=[const_i64("ax", 2)]))
@@ -120,6 +122,66 @@ def cases():
     c.append(case("trilu", [n("Trilu", ["h", "k"], ["y"], upper=0)], X_SHAPE, train=False,
                   opset=14, inits=[const_i64("k", 1)]))
     return c
+
+
+def weighted(nodes, y_in, shape, seed):
+    """nodes + y = y_in * K (K a Constant of random values): the loss's gradient reaching the op
+    is not all ones, so its backward is checked with a varied dY."""
+    k = np.random.RandomState(seed).uniform(0.2, 1.8, size=shape).astype(np.float32)
+    return nodes + [helper.make_node("Constant", [], ["K"], value=numpy_helper.from_array(k)),
+                    helper.make_node("Mul", [y_in, "K"], ["y"])]
+
+
+def grid_sample_cases():
+    """GridSample and its two gradients (GridSampleGrad for h, GridSampleGridGrad for each grid, a
+    trained initializer): per spatial rank and mode, one sampler per padding mode and
+    align_corners, on grids reaching past the image (padding read, reflection folded several
+    times). 4-D X as is, 3-D X (1 spatial dim) and 5-D X reshaped from h; cubic 5-D has no
+    PyTorch form (emit_errors.py)."""
+    n = helper.make_node
+    out = []
+    rs = np.random.RandomState(7)
+    specs = [(2, m, 20) for m in ("linear", "nearest", "cubic")] + \
+            [(1, m, 20) for m in ("linear", "nearest", "cubic")] + \
+            [(3, m, 20) for m in ("linear", "nearest")] + [(2, "bicubic", 16), (2, "bilinear", 16)]
+    for S, mode, opset in specs:
+        xs = {1: [2, 3, 36], 2: [2, 3, 6, 6], 3: [2, 3, 3, 4, 3]}[S]
+        osp = {1: [7], 2: [4, 5], 3: [2, 3, 2]}[S]
+        nodes, inits, parts = [], [const_i64("xs", xs)], []
+        nodes.append(n("Reshape", ["h", "xs"], ["hx"]))
+        for pad in ("zeros", "border", "reflection"):
+            for ac in (0, 1):
+                gname = f"grid_{pad}_{ac}"
+                g = rs.uniform(-1.6, 1.6, size=[2] + osp + [S])
+                g.flat[::5] *= 2.2  # several folds of reflection
+                inits.append(numpy_helper.from_array(g.astype(np.float32), gname))
+                nodes.append(n("GridSample", ["hx", gname], [f"s_{pad}_{ac}"], mode=mode,
+                               padding_mode=pad, align_corners=ac))
+                parts.append(f"s_{pad}_{ac}")
+        nodes.append(n("Concat", parts, ["cat"], axis=1))
+        shape = [2, 3 * len(parts)] + osp
+        out.append(case(f"grid_sample_{S}d_{mode}" + ("_op16" if opset == 16 else ""),
+                        weighted(nodes, "cat", shape, 11 + S), shape, inits=inits,
+                        opset=opset))
+    return out
+
+
+def pad_cases():
+    """Pad in reflect, edge and wrap modes and its gradient PadGrad: pads over a dim's length
+    (reflect over several periods, wrap around twice), pads on the batch and channel dims, the
+    axes input (opset 18) with negative axes."""
+    n = helper.make_node
+    out = []
+    for name, mode, pads, axes, shape, opset in (
+            ("pad_reflect_long", "reflect", [0, 1, 7, 2, 1, 0, 3, 9], None, [3, 4, 16, 17], 13),
+            ("pad_edge_axes", "edge", [4, 2, 1, 3], [-1, 1], [2, 8, 6, 11], 18),
+            ("pad_wrap_long", "wrap", [1, 0, 8, 3, 0, 2, 1, 13], None, [3, 5, 15, 22], 19),
+            ("pad_reflect_axes", "reflect", [5, 2, 0, 1], [2, 3], [2, 3, 11, 9], 18)):
+        inits = [const_i64("pads", pads)] + ([const_i64("axes", axes)] if axes else [])
+        node = n("Pad", ["h", "pads", "", "axes"] if axes else ["h", "pads"], ["p"], mode=mode)
+        out.append(case(name, weighted([node], "p", shape, len(pads)), shape, inits=inits,
+                        opset=opset))
+    return out
 
 
 def build(cs, path):
