@@ -250,6 +250,7 @@ static et_op_fn lookup(ir_op_kind k) {
     if (!f) f = et_nn_lookup(k);
     if (!f) f = et_train_lookup(k);
     if (!f) f = et_grid_lookup(k);
+    if (!f) f = et_more_lookup(k);
     return f;
 }
 

@@ -494,6 +494,14 @@ def _reduce(kind, x, axes, keep):
         return torch.amin(x, dim=axes, keepdim=keep)
     if kind == "l2":
         return torch.sqrt(torch.sum(x * x, dim=axes, keepdim=keep))
+    if kind == "l1":
+        return torch.sum(torch.abs(x), dim=axes, keepdim=keep)
+    if kind == "sumsquare":
+        return torch.sum(x * x, dim=axes, keepdim=keep)
+    if kind == "logsum":
+        return torch.log(torch.sum(x, dim=axes, keepdim=keep))
+    if kind == "logsumexp":
+        return torch.logsumexp(x, dim=axes, keepdim=keep)
     y = x
     for a in sorted(axes, reverse=True):
         y = torch.prod(y, dim=a, keepdim=keep)
@@ -521,12 +529,14 @@ def _reduce_grad(mode, dy, x, y, axes):
     g.copy_(others * dy)
     return g
 #@ argmax
-def _argmax(x, axis, keep, last):
+def _argmax(x, axis, keep, last, smallest=False):
+    """ArgMax (ArgMin with smallest): the first extreme's index, the last's with last."""
+    f = torch.argmin if smallest else torch.argmax
     if last:
-        r = x.flip(axis).argmax(axis, keepdim=True)
+        r = f(x.flip(axis), axis, keepdim=True)
         r = x.shape[axis] - 1 - r
     else:
-        r = x.argmax(axis, keepdim=True)
+        r = f(x, axis, keepdim=True)
     return r if keep else r.squeeze(axis)
 #@ cumsum
 def _cumsum(x, axis, exclusive, reverse):
@@ -811,6 +821,84 @@ def _grid_sample_grid_grad(dy, x, grid, mode, pad, align):
     if slope is not None:
         dg.mul_(slope)
     return dg
+#@ more
+def _prelu(x, s):
+    """PRelu: x where x >= 0, slope * x elsewhere, slope broadcast to x. A per-channel or scalar
+    float slope (nn.PReLU's export) is F.prelu; any other shape (and integers) is a select of the
+    factor and a multiply in place (its bool mask the one temporary)."""
+    if x.is_floating_point() and x.dim() >= 2 and s.dim() <= x.dim():
+        sh = [1] * (x.dim() - s.dim()) + list(s.shape)
+        if s.numel() == 1 or (sh[1] == x.shape[1] and s.numel() == x.shape[1]):
+            return torch.nn.functional.prelu(x, s.reshape(-1))
+    y = torch.where(x < 0, s, torch.ones((), dtype=s.dtype, device=s.device))
+    return y.mul_(x)
+
+
+def _depth_to_space(x, b, crd):
+    n, c, h, w = x.shape
+    if crd:  # PyTorch's pixel_shuffle
+        return torch.nn.functional.pixel_shuffle(x, b)
+    return x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2).reshape(
+        n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth(x, b):
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(
+        n, c * b * b, h // b, w // b)
+
+
+def _topk(x, k, axis, largest):
+    """TopK with ONNX's ties (the smaller index first): a stable sort of the whole axis (the sorted
+    values and indices are temporaries of X's size), its first k."""
+    v, i = torch.sort(x, dim=axis, descending=largest, stable=True)
+    return v.narrow(axis, 0, k).contiguous(), i.narrow(axis, 0, k).contiguous()
+
+
+def _group_norm(x, groups, scale, bias, eps, per_group):
+    if per_group:  # opset 18: one scale and bias per group
+        r = x.shape[1] // groups
+        scale, bias = scale.repeat_interleave(r), bias.repeat_interleave(r)
+    return torch.nn.functional.group_norm(x, groups, scale, bias, eps)
+
+
+def _gather_nd(x, idx, b):
+    i = idx.long()
+    q = i.shape[-1]
+    nb = 1
+    for d in x.shape[:b]:
+        nb *= d
+    xf = x.reshape([nb] + list(x.shape[b:]))
+    fi = i.reshape(nb, -1, q)
+    cols = tuple(torch.where(fi[..., j] < 0, fi[..., j] + x.shape[b + j], fi[..., j])
+                 for j in range(q))
+    y = xf[(torch.arange(nb, device=x.device).unsqueeze(1),) + cols]
+    return y.reshape(list(i.shape[:-1]) + list(x.shape[b + q:]))
+
+
+def _scatter_elements(x, idx, upd, axis, reduction):
+    i = idx.long()
+    i = torch.where(i < 0, i + x.shape[axis], i)
+    if reduction == "none":
+        return x.scatter(axis, i, upd)
+    if reduction == "add":
+        return x.scatter_add(axis, i, upd)
+    red = {"mul": "prod", "max": "amax", "min": "amin"}[reduction]
+    return x.scatter_reduce(axis, i, upd, red, include_self=True)
+
+
+def _one_hot(idx, depth, values, axis):
+    """OneHot: values[1] at each index along the new axis, values[0] elsewhere; negative indices
+    count from depth, indices outside [-depth, depth) give a line of values[0]."""
+    i = idx.long()
+    i = torch.where(i < 0, i + depth, i)
+    ok = (i >= 0) & (i < depth)
+    shape = list(idx.shape)
+    y = torch.empty(shape[:axis] + [depth] + shape[axis:], dtype=values.dtype,
+                    device=values.device)
+    y.fill_(values[0])
+    src = torch.where(ok, values[1], values[0]).unsqueeze(axis)
+    return y.scatter_(axis, torch.where(ok, i, torch.zeros_like(i)).unsqueeze(axis), src)
 #@ gather
 def _norm_index(i, dim):
     i = i.long()

@@ -112,6 +112,7 @@ def cases():
         np.array(-0.5, np.float32))), n("Constant", [], ["hi"], value=numpy_helper.from_array(
             np.array(0.7, np.float32))), n("Clip", ["h", "lo", "hi"], ["y"])], X_SHAPE))
     c += grid_sample_cases()
+    c += newer_op_cases()
     c += pad_cases()
     # forward-only ops
     c.append(case("cumsum", [n("CumSum", ["h", "ax"], ["y"], exclusive=1, reverse=1)], X_SHAPE,
@@ -182,6 +183,88 @@ def pad_cases():
         out.append(case(name, weighted([node], "p", shape, len(pads)), shape, inits=inits,
                         opset=opset))
     return out
+
+
+def newer_op_cases():
+    """The ops opsets 13-23 brought (issue 22): PRelu, Mean, the four newer reductions, ArgMin,
+    IsNaN/IsInf, DepthToSpace/SpaceToDepth, TopK (its ties too), GroupNormalization (opsets 18 and
+    21), Einsum (a contraction and a diagonal), GatherND, ScatterElements, OneHot."""
+    n = helper.make_node
+    f32 = lambda a, name: numpy_helper.from_array(np.asarray(a, np.float32), name)  # noqa: E731
+    rs = np.random.RandomState(9)
+    c = []
+    c.append(case("prelu_channel", [n("PRelu", ["h", "sl"], ["y"])], X_SHAPE, opset=16,
+                  inits=[f32(rs.uniform(0.1, 0.5, (3, 1, 1)), "sl")]))
+    c.append(case("prelu_broadcast", [n("PRelu", ["h", "sl"], ["y"])], X_SHAPE, opset=16,
+                  inits=[f32(rs.uniform(0.1, 0.5, (6, 6)), "sl")]))
+    c.append(case("mean3", [n("Mean", ["h", "ma", "mb"], ["y"])], X_SHAPE,
+                  inits=[f32(rs.randn(6), "ma"), f32(rs.randn(3, 1, 1), "mb")]))
+    for op in ("ReduceL1", "ReduceSumSquare", "ReduceLogSumExp"):
+        c.append(case(op.lower(), [n(op, ["h", "ax"], ["y"], keepdims=0)], [2, 6], opset=18,
+                      inits=[const_i64("ax", [1, 3])]))
+    c.append(case("reducelogsum", [n("ReduceLogSum", ["h"], ["y"], axes=[2], keepdims=1)],
+                  [2, 3, 1, 6], x_pos=True))
+    c.append(case("argmin", [n("ArgMin", ["h"], ["y"], axis=1, keepdims=1)], [2, 1, 6, 6],
+                  train=False, out_dtype=TensorProto.INT64))
+    c.append(case("argmin_last", [n("Floor", ["h"], ["f"]),
+                                  n("ArgMin", ["f"], ["y"], axis=3, keepdims=0,
+                                    select_last_index=1)], [2, 3, 6], train=False,
+                  out_dtype=TensorProto.INT64))
+    z = np.ones((1, 3, 1, 6), np.float32)
+    z[0, 1, 0, 2] = z[0, 0, 0, 5] = 0
+    c.append(case("isinf_isnan", [n("Div", ["h", "zc"], ["q"]),
+                                  n("IsInf", ["q"], ["a"], detect_negative=0),
+                                  n("Log", ["h"], ["l"]), n("IsNaN", ["l"], ["b"]),
+                                  n("Or", ["a", "b"], ["y"])], X_SHAPE, train=False,
+                  out_dtype=TensorProto.BOOL,
+                  inits=[numpy_helper.from_array(z, "zc")]))
+    cat4 = [n("Concat", ["h", "h", "h", "h"], ["h4"], axis=1)]  # 12 channels
+    c.append(case("depth_to_space", cat4 + [n("DepthToSpace", ["h4"], ["y"], blocksize=2)],
+                  [2, 3, 12, 12]))
+    c.append(case("depth_to_space_crd", cat4 + [n("DepthToSpace", ["h4"], ["y"], blocksize=2,
+                                                  mode="CRD")], [2, 3, 12, 12], train=False))
+    c.append(case("space_to_depth", [n("SpaceToDepth", ["h"], ["y"], blocksize=3)],
+                  [2, 27, 2, 2]))
+    c.append(case("topk", [n("TopK", ["h", "k"], ["y", "i"], axis=-1)], [2, 3, 6, 3],
+                  inits=[const_i64("k", [3])]))
+    c.append(case("topk_ties", [n("Floor", ["h"], ["f"]),
+                                n("TopK", ["f", "k"], ["v", "y"], axis=2, largest=0)],
+                  [2, 3, 4, 6], train=False, out_dtype=TensorProto.INT64,
+                  inits=[const_i64("k", [4])]))
+    cat2 = [n("Concat", ["h", "h2"], ["h6"], axis=1)]
+    c.append(case("group_norm_21", [n("Mul", ["h", "h"], ["h2"])] + cat2 +
+                  [n("GroupNormalization", ["h6", "gs", "gb"], ["y"], num_groups=3,
+                     epsilon=1e-4)], [2, 6, 6, 6], opset=21,
+                  inits=[f32(rs.uniform(0.5, 1.5, 6), "gs"), f32(rs.randn(6), "gb")]))
+    c.append(case("group_norm_18", [n("Mul", ["h", "h"], ["h2"])] + cat2 +
+                  [n("GroupNormalization", ["h6", "gs", "gb"], ["y"], num_groups=2)],
+                  [2, 6, 6, 6], opset=18,
+                  inits=[f32(rs.uniform(0.5, 1.5, 2), "gs"), f32(rs.randn(2), "gb")]))
+    c.append(case("einsum_contract", [n("Einsum", ["h", "ek"], ["y"], equation="bchw,hk->bckw")],
+                  [2, 3, 4, 6], opset=13, inits=[f32(rs.randn(6, 4), "ek")]))
+    c.append(case("einsum_diagonal", [n("Einsum", ["h"], ["y"], equation="bcii->bci")],
+                  [2, 3, 6], opset=13))
+    gi = np.array([[[1, 2], [-1, 0], [0, 5]], [[2, -3], [1, 1], [0, 0]]], np.int64)  # [2, 3, 2]
+    c.append(case("gather_nd_batch", [n("GatherND", ["h", "gi"], ["y"], batch_dims=1)],
+                  [2, 3, 6], train=False, inits=[numpy_helper.from_array(gi, "gi")]))
+    gi0 = np.array([[0, 1], [1, -1], [1, 2]], np.int64)
+    c.append(case("gather_nd", [n("GatherND", ["h", "gi"], ["y"])], [3, 6, 6], train=False,
+                  inits=[numpy_helper.from_array(gi0, "gi")]))
+    si = np.random.RandomState(5).randint(-6, 6, size=(2, 3, 6, 4)).astype(np.int64)
+    for red, opset in (("none", 13), ("add", 16), ("mul", 18), ("max", 18), ("min", 18)):
+        idx = si if red != "none" else np.tile(np.array([5, 0, -2, 3]), (2, 3, 6, 1))
+        c.append(case(f"scatter_elements_{red}", [
+            n("Slice", ["h", "s0", "s1", "s2"], ["u"]),
+            n("ScatterElements", ["h", "si", "u"], ["y"], axis=3,
+              **({} if red == "none" else {"reduction": red}))], X_SHAPE, train=False,
+            opset=opset, inits=[numpy_helper.from_array(idx, "si"), const_i64("s0", [0]),
+                                const_i64("s1", [4]), const_i64("s2", [3])]))
+    oi = np.array([[0, 3, -1], [7, -5, 2]], np.int64)
+    c.append(case("one_hot", [n("OneHot", ["oi", "od", "ov"], ["o"], axis=1),
+                              n("ReduceMean", ["h"], ["m"], keepdims=0),
+                              n("Add", ["o", "m"], ["y"])], [2, 5, 3], train=False, opset=13,
+                  inits=[numpy_helper.from_array(oi, "oi"), f32(5, "od"), f32([-0.5, 2.0], "ov")]))
+    return c
 
 
 def build(cs, path):
