@@ -1,12 +1,16 @@
 /* emit-torch-more.c - the PyTorch statements of the ops that opsets 13-23 brought into magpie's
  * table (emit-torch.h): PRelu, Mean, IsNaN, IsInf, DepthToSpace, SpaceToDepth, TopK,
- * GroupNormalization, Einsum, GatherND, ScatterElements and OneHot, with the semantics of their
- * kernels (ir/ops-prelu-mean.c, ops-space.c, ops-topk.c, ops-groupnorm.c, ops-einsum.c,
- * ops-index-more.c). Their gradients are composed of ops with forms of their own (Where, Mul,
- * GatherElementsGrad, InstanceNormGrad, Einsum...). The prelude's section "more" has the helpers.
+ * GroupNormalization, Einsum, GatherND, ScatterElements, OneHot, QuantizeLinear,
+ * DequantizeLinear and the four random draws, with the semantics of their kernels
+ * (ir/ops-prelu-mean.c, ops-space.c, ops-topk.c, ops-groupnorm.c, ops-einsum.c, ops-index-more.c,
+ * ops-quant.c, ops-random.c). Their gradients are composed of ops with forms of their own (Where,
+ * Mul, GatherElementsGrad, InstanceNormGrad, Einsum...). The prelude's section "more" has the
+ * helpers.
  */
 #include "emit-torch.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static ir_status emit_prelu(et_ctx *e, const ir_node *n) {
@@ -132,6 +136,59 @@ static ir_status emit_index_more(et_ctx *e, const ir_node *n) {
     }
 }
 
+/* QuantizeLinear and DequantizeLinear: the scale per tensor, per axis or in blocks (block_size,
+ * opset 21), resolved against x's shape by the prelude; the integer type is the plan's. */
+static ir_status emit_quant(et_ctx *e, const ir_node *n) {
+    const ir_graph *g = et_graph(e);
+    const ir_value *x = ir_node_in(g, n, 0), *y = ir_node_out(g, n, 0);
+    int axis = 0;
+    int64_t block = ir_attr_int(n, "block_size", 0);
+    if (x->shape.rank > 0 && !et_axis(ir_attr_int(n, "axis", 1), x->shape.rank, &axis))
+        return et_refuse(e, n, "axis out of range");
+    const char *lo = "0", *hi = "0";
+    if (n->op == IR_OP_QuantizeLinear) {
+        switch (y->dtype) {
+        case IR_U8: lo = "0", hi = "255"; break;
+        case IR_I8: lo = "-128", hi = "127"; break;
+        case IR_U16: lo = "0", hi = "65535"; break;
+        case IR_I16: lo = "-32768", hi = "32767"; break;
+        default: return et_refuse(e, n, "quantizing to %s", ir_dtype_name(y->dtype));
+        }
+    }
+    et_use(e, "quant");
+    if (n->op == IR_OP_QuantizeLinear)
+        et_line(e, "%s = _quantize(%s, %s, %s, %d, %lld, %s, %s, %s)", et_out(e, n, 0),
+                et_in(e, n, 0), et_in(e, n, 1), et_in(e, n, 2), axis, (long long)block,
+                et_dtype(y->dtype), lo, hi);
+    else
+        et_line(e, "%s = _dequantize(%s, %s, %s, %d, %lld)", et_out(e, n, 0), et_in(e, n, 0),
+                et_in(e, n, 1), et_in(e, n, 2), axis, (long long)block);
+    return IR_OK;
+}
+
+/* RandomUniform, RandomNormal and their *Like forms: draws of PyTorch's generator, the
+ * distribution magpie's kernel draws from but not its numbers (as training-mode Dropout's mask).
+ * A seed attribute seeds a generator of the node's own, so its output is the same on every step,
+ * as ONNX asks; the seed is passed as its float's bits. */
+static ir_status emit_random(et_ctx *e, const ir_node *n) {
+    const ir_value *y = ir_node_out(et_graph(e), n, 0);
+    bool normal = n->op == IR_OP_RandomNormal || n->op == IR_OP_RandomNormalLike;
+    const ir_attr *sa = ir_attr_find(n, "seed");
+    char seed[32] = "None";
+    if (sa) {
+        float f = sa->f;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        snprintf(seed, sizeof seed, "%u", bits);
+    }
+    et_use(e, "random");
+    et_line(e, "%s = _random(%s, %s, dev, %s, %s, %s, %s)", et_out(e, n, 0), et_shape(e, &y->shape),
+            et_run_dtype(e, y->dtype), normal ? "True" : "False",
+            et_float(e, ir_attr_float(n, normal ? "mean" : "low", 0.0f)),
+            et_float(e, ir_attr_float(n, normal ? "scale" : "high", 1.0f)), seed);
+    return IR_OK;
+}
+
 et_op_fn et_more_lookup(ir_op_kind k) {
     switch (k) {
     case IR_OP_PRelu: return emit_prelu;
@@ -146,6 +203,12 @@ et_op_fn et_more_lookup(ir_op_kind k) {
     case IR_OP_GatherND:
     case IR_OP_ScatterElements:
     case IR_OP_OneHot: return emit_index_more;
+    case IR_OP_QuantizeLinear:
+    case IR_OP_DequantizeLinear: return emit_quant;
+    case IR_OP_RandomUniform:
+    case IR_OP_RandomUniformLike:
+    case IR_OP_RandomNormal:
+    case IR_OP_RandomNormalLike: return emit_random;
     default: return NULL;
     }
 }

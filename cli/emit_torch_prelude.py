@@ -899,6 +899,48 @@ def _one_hot(idx, depth, values, axis):
     y.fill_(values[0])
     src = torch.where(ok, values[1], values[0]).unsqueeze(axis)
     return y.scatter_(axis, torch.where(ok, i, torch.zeros_like(i)).unsqueeze(axis), src)
+#@ quant
+def _q_param(p, x, axis, block):
+    """A scale or zero point shaped to broadcast against x: per tensor, per axis, in blocks."""
+    if block == 0 and p.numel() == 1 and p.dim() <= 1:
+        return p.reshape([])
+    if block:
+        return p.repeat_interleave(block, dim=axis).narrow(axis, 0, x.shape[axis])
+    sh = [1] * x.dim()
+    sh[axis] = -1
+    return p.reshape(sh)
+
+
+def _quantize(x, scale, zp, axis, block, dtype, lo, hi):
+    """saturate(round(x / scale) + zero point), halves to even, in x's precision (float32 for
+    16-bit x); NaN gives the zero point."""
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    q = torch.round(xf / _q_param(scale, x, axis, block).to(xf.dtype))
+    z = torch.zeros((), dtype=xf.dtype, device=x.device) if zp is None else \
+        _q_param(zp, x, axis, block).to(xf.dtype)
+    q = torch.where(torch.isnan(q), z, q + z)
+    return q.clamp_(lo, hi).to(dtype)
+
+
+def _dequantize(x, scale, zp, axis, block):
+    """(x - zero point) * scale, the difference exact in int64, of the scale's type."""
+    d = x.to(torch.int64)
+    if zp is not None:
+        d = d - _q_param(zp, x, axis, block).to(torch.int64)
+    return d.to(scale.dtype) * _q_param(scale, x, axis, block)
+#@ random
+def _random(shape, dtype, dev, normal, a, b, seed):
+    """RandomNormal (mean a, scale b) or RandomUniform ([a, b), kept below b after rounding to
+    dtype) from PyTorch's generator; with a seed, a generator seeded with it alone."""
+    g = None
+    if seed is not None:
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+    if normal:
+        return torch.randn(shape, generator=g, dtype=dtype, device=dev).mul_(b).add_(a)
+    y = torch.rand(shape, generator=g, dtype=dtype, device=dev).mul_(b - a).add_(a)
+    top = torch.nextafter(torch.tensor(b, dtype=dtype), torch.tensor(a, dtype=dtype)).item()
+    return y.clamp_(max=top)
 #@ gather
 def _norm_index(i, dim):
     i = i.long()

@@ -7,7 +7,7 @@ max(1e-4 * ||emitted64||, 10 * ||emitted32 - emitted64||) (floored at 1e-6 of th
 magpie's kernels and the emitted PyTorch form must compute the same function; the float64 run is
 the emitted one because magpie's kernels run float32 only.
 
-    emit_ops.py MAGPIE WORKDIR"""
+    emit_ops.py MAGPIE WORKDIR [GROUP...]   (GROUP: base, sampling, newer; default all)"""
 import os
 import subprocess
 import sys
@@ -111,9 +111,6 @@ def cases():
     c.append(case("clip", [n("Constant", [], ["lo"], value=numpy_helper.from_array(
         np.array(-0.5, np.float32))), n("Constant", [], ["hi"], value=numpy_helper.from_array(
             np.array(0.7, np.float32))), n("Clip", ["h", "lo", "hi"], ["y"])], X_SHAPE))
-    c += grid_sample_cases()
-    c += newer_op_cases()
-    c += pad_cases()
     # forward-only ops
     c.append(case("cumsum", [n("CumSum", ["h", "ax"], ["y"], exclusive=1, reverse=1)], X_SHAPE,
                   train=False, inits=[const_i64("ax", 2)]))
@@ -264,6 +261,20 @@ def newer_op_cases():
                               n("ReduceMean", ["h"], ["m"], keepdims=0),
                               n("Add", ["o", "m"], ["y"])], [2, 5, 3], train=False, opset=13,
                   inits=[numpy_helper.from_array(oi, "oi"), f32(5, "od"), f32([-0.5, 2.0], "ov")]))
+    # QuantizeLinear then DequantizeLinear (a float output, judged as floats: a float64 run may
+    # round a near-tie the other way, one step, as a float32 run may): per tensor, per axis, blocks
+    u8, i8 = TensorProto.UINT8, TensorProto.INT8
+    for name, sc, zp, zt, attrs, opset in (
+            ("qdq_tensor", [0.02], [128], u8, {}, 13),
+            ("qdq_axis", [0.01, 0.03, 0.02], [-3, 0, 5], i8, {"axis": 1}, 13),
+            ("qdq_block", rs.uniform(0.01, 0.04, (2, 3, 6, 3)), rs.randint(-9, 9, (2, 3, 6, 3)),
+             i8, {"axis": 3, "block_size": 2}, 21)):
+        zpa = np.asarray(zp, np.uint8 if zt == u8 else np.int8)
+        c.append(case(name, [n("QuantizeLinear", ["h", "qs", "qz"], ["q"], **attrs),
+                             n("DequantizeLinear", ["q", "qs", "qz"], ["y"], **attrs)],
+                      X_SHAPE, train=False, opset=opset,
+                      inits=[f32(np.asarray(sc).reshape(np.shape(sc)), "qs"),
+                             numpy_helper.from_array(zpa, "qz")]))
     return c
 
 
@@ -373,10 +384,63 @@ def check_patch(magpie, work):
     return ok
 
 
+def check_random(magpie, work):
+    """RandomUniformLike (seeded) and RandomNormal: the emitted step draws from PyTorch's
+    generator, so the numbers are not magpie's; checked are the shape, the dtype (float64 in a
+    float64 run), the range [low, high), mean and deviation within 4 standard errors of the
+    distribution's, magpie's own draws by the same test, a seeded node giving the same numbers
+    on every step and an unseeded one new ones."""
+    d = os.path.join(work, "random")
+    os.makedirs(d, exist_ok=True)
+    x = helper.make_tensor_value_info("x", F, X_SHAPE)
+    u = helper.make_tensor_value_info("u", F, X_SHAPE)
+    r = helper.make_tensor_value_info("r", F, [64, 64])
+    w = numpy_helper.from_array(np.linspace(0.5, 1.5, 3).astype(np.float32).reshape(1, 3, 1, 1),
+                                "w")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["h"]),
+             helper.make_node("RandomUniformLike", ["h"], ["u"], low=-2.0, high=3.0, seed=1.5),
+             helper.make_node("RandomNormal", [], ["r"], shape=[64, 64], mean=1.0, scale=2.0)]
+    m = helper.make_model(helper.make_graph(nodes, "random", [x], [u, r], initializer=[w]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(d, "model.onnx")
+    onnx.save(m, path)
+    xv = np.random.RandomState(4).randn(*X_SHAPE).astype(np.float32)
+    np.save(os.path.join(d, "x.npy"), xv)
+    run([magpie, "run", path, "-i", os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")])
+    run([magpie, "emit", path, "--torch", "-o", os.path.join(d, "step.py")])
+    mod = emit_check.load_module(os.path.join(d, "step.py"), "op_random")
+
+    def plausible(uv, rv):
+        uv, rv = uv.astype(np.float64), rv.astype(np.float64)
+        su, sr = 5 / np.sqrt(12) / np.sqrt(uv.size), 2 / np.sqrt(rv.size)
+        return (uv.min() >= -2 and uv.max() < 3 and abs(uv.mean() - 0.5) < 4 * su and
+                abs(rv.mean() - 1) < 4 * sr and abs(rv.std() - 2) < 0.1)
+    ok = plausible(np.load(os.path.join(d, "out", "u.npy")), np.load(os.path.join(d, "out", "r.npy")))
+    for dt in (torch.float32, torch.float64):
+        a = mod.step({}, {"x": torch.from_numpy(xv).to(dt)})
+        b = mod.step({}, {"x": torch.from_numpy(xv).to(dt)})
+        ok &= (a["u"].dtype == dt and list(a["u"].shape) == X_SHAPE and a["r"].dtype == dt and
+               list(a["r"].shape) == [64, 64] and plausible(a["u"].numpy(), a["r"].numpy()) and
+               torch.equal(a["u"], b["u"]) and not torch.equal(a["r"], b["r"]))
+    print(f"{'ok ' if ok else 'BAD'} random (RandomUniformLike seeded, RandomNormal: "
+          "distribution, dtype, seeding)")
+    return ok
+
+
+# The case groups, each its own ctest entry (they take minutes on two loaded cores together).
+GROUPS = {"base": lambda: cases(), "sampling": lambda: grid_sample_cases() + pad_cases(),
+          "newer": lambda: newer_op_cases()}
+
+
 def main(argv):
     magpie, work = argv[1], argv[2]
-    results = [check_patch(magpie, work)]
-    for cs in cases():
+    groups = argv[3:] or list(GROUPS)
+    results = []
+    if "base" in groups:
+        results += [check_patch(magpie, work)]
+    if "newer" in groups:
+        results += [check_random(magpie, work)]
+    for cs in [cs for g in groups for cs in GROUPS[g]()]:
         try:
             results.append(check(magpie, work, cs))
         except RuntimeError as e:
