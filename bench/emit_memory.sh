@@ -50,6 +50,7 @@ row mlp_dropout_train fission
 row cnn_bn_train fission
 row resnet_small_train
 row unet_transpose_train
+row stn_pad_train fission
 row gpt_small_train remat swap
 row transformer_encoder_train remat
 row vit_small_train swap

@@ -238,12 +238,16 @@ static ir_status emit_reduce(et_ctx *e, const ir_node *n) {
     }
     for (int i = 0; i < r; i++)
         if (mask[i]) axes[cnt++] = i;
-    const char *kind = n->op == IR_OP_ReduceMean  ? "mean"
-                       : n->op == IR_OP_ReduceSum ? "sum"
-                       : n->op == IR_OP_ReduceMax ? "max"
-                       : n->op == IR_OP_ReduceMin ? "min"
-                       : n->op == IR_OP_ReduceL2  ? "l2"
-                                                  : "prod";
+    const char *kind = n->op == IR_OP_ReduceMean        ? "mean"
+                       : n->op == IR_OP_ReduceSum       ? "sum"
+                       : n->op == IR_OP_ReduceMax       ? "max"
+                       : n->op == IR_OP_ReduceMin       ? "min"
+                       : n->op == IR_OP_ReduceL2        ? "l2"
+                       : n->op == IR_OP_ReduceL1        ? "l1"
+                       : n->op == IR_OP_ReduceSumSquare ? "sumsquare"
+                       : n->op == IR_OP_ReduceLogSum    ? "logsum"
+                       : n->op == IR_OP_ReduceLogSumExp ? "logsumexp"
+                                                        : "prod";
     et_use(e, "reduce");
     et_line(e, "%s = _reduce(\"%s\", %s, %s, %s)", et_out(e, n, 0), kind, et_in(e, n, 0),
             et_ints(e, axes, cnt, true), keep ? "True" : "False");
@@ -256,9 +260,10 @@ static ir_status emit_argmax(et_ctx *e, const ir_node *n) {
     if (!et_axis(ir_attr_int(n, "axis", 0), x->shape.rank, &axis))
         return et_refuse(e, n, "axis out of range");
     et_use(e, "argmax");
-    et_line(e, "%s = _argmax(%s, %d, %s, %s)", et_out(e, n, 0), et_in(e, n, 0), axis,
+    et_line(e, "%s = _argmax(%s, %d, %s, %s%s)", et_out(e, n, 0), et_in(e, n, 0), axis,
             ir_attr_int(n, "keepdims", 1) ? "True" : "False",
-            ir_attr_int(n, "select_last_index", 0) ? "True" : "False");
+            ir_attr_int(n, "select_last_index", 0) ? "True" : "False",
+            n->op == IR_OP_ArgMin ? ", True" : "");
     return IR_OK;
 }
 
@@ -337,8 +342,13 @@ et_op_fn et_nn_lookup(ir_op_kind k) {
     case IR_OP_ReduceMax:
     case IR_OP_ReduceMin:
     case IR_OP_ReduceProd:
-    case IR_OP_ReduceL2: return emit_reduce;
-    case IR_OP_ArgMax: return emit_argmax;
+    case IR_OP_ReduceL2:
+    case IR_OP_ReduceL1:
+    case IR_OP_ReduceSumSquare:
+    case IR_OP_ReduceLogSum:
+    case IR_OP_ReduceLogSumExp: return emit_reduce;
+    case IR_OP_ArgMax:
+    case IR_OP_ArgMin: return emit_argmax;
     case IR_OP_CumSum: return emit_cumsum;
     case IR_OP_Resize: return emit_resize;
     default: return NULL;

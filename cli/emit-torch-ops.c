@@ -387,30 +387,47 @@ static ir_status emit_tile(et_ctx *e, const ir_node *n) {
     return IR_OK;
 }
 
+/* Pad: pads from input 1 (opset 11+) or the attribute, over the axes of input 3 (opset 18) or
+ * every dim, resolved here to every dim's begin then end; reflect, edge and wrap go through the
+ * prelude's general form (any dims, pads over a dim's length), constant through F.pad. */
 static ir_status emit_pad(et_ctx *e, const ir_node *n) {
     const ir_value *x = ir_node_in(et_graph(e), n, 0);
     int r = x->shape.rank;
-    int64_t pads[2 * IR_MAX_RANK];
-    int np;
+    int64_t raw[2 * IR_MAX_RANK], axes[IR_MAX_RANK], pads[2 * IR_MAX_RANK];
+    int np, na = r;
     if (n->n_in > 1 && n->in[1] >= 0) {
-        np = et_const_ints(e, n, 1, pads, 2 * IR_MAX_RANK);
+        np = et_const_ints(e, n, 1, raw, 2 * IR_MAX_RANK);
         if (np < 0) return et_refuse(e, n, "pads is not a constant");
     } else {
         const int64_t *p;
         np = ir_attr_ints(n, "pads", &p);
-        for (int i = 0; i < np && i < 2 * IR_MAX_RANK; i++) pads[i] = p[i];
+        for (int i = 0; i < np && i < 2 * IR_MAX_RANK; i++) raw[i] = p[i];
     }
-    if (np != 2 * r) return et_refuse(e, n, "pads has %d values for rank %d", np, r);
-    if (n->n_in > 3 && n->in[3] >= 0) return et_refuse(e, n, "the axes input (opset 18)");
+    if (n->n_in > 3 && n->in[3] >= 0) {
+        na = et_const_ints(e, n, 3, axes, IR_MAX_RANK);
+        if (na < 0) return et_refuse(e, n, "axes is not a constant");
+    } else {
+        for (int i = 0; i < r; i++) axes[i] = i;
+    }
+    if (np != 2 * na) return et_refuse(e, n, "pads has %d values for %d axes", np, na);
+    for (int i = 0; i < 2 * r; i++) pads[i] = 0;
+    for (int i = 0; i < na; i++) {
+        int a;
+        if (!et_axis(axes[i], r, &a)) return et_refuse(e, n, "axis %lld", (long long)axes[i]);
+        pads[a] = raw[i];
+        pads[r + a] = raw[na + i];
+    }
     const char *mode = ir_attr_str(n, "mode", "constant");
-    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge") &&
+        strcmp(mode, "wrap"))
         return et_refuse(e, n, "mode '%s'", mode);
     double v = ir_attr_float(n, "value", 0.0f), cv[1];
     if (n->n_in > 2 && n->in[2] >= 0) {
+        int64_t iv[1];
         if (et_const_floats(e, n, 2, cv, 1) == 1)
             v = cv[0];
-        else if (et_const_ints(e, n, 2, pads + 2 * r, 1) == 1)
-            v = (double)pads[2 * r];
+        else if (et_const_ints(e, n, 2, iv, 1) == 1)
+            v = (double)iv[0];
         else
             return et_refuse(e, n, "constant_value is not a constant");
     }

@@ -212,6 +212,21 @@ static ir_status emit_resize_grad(et_ctx *e, const ir_node *n) {
     return IR_OK;
 }
 
+/* PadGrad (reflect, edge, wrap): pads from the attribute, every dim's begin then end. */
+static ir_status emit_pad_grad(et_ctx *e, const ir_node *n) {
+    const ir_value *dy = ir_node_in(et_graph(e), n, 0);
+    const int64_t *p;
+    int np = ir_attr_ints(n, "pads", &p);
+    const char *mode = ir_attr_str(n, "mode", "");
+    if (np != 2 * dy->shape.rank) return et_refuse(e, n, "pads has %d values", np);
+    if (strcmp(mode, "reflect") && strcmp(mode, "edge") && strcmp(mode, "wrap"))
+        return et_refuse(e, n, "mode '%s'", mode);
+    et_use(e, "pad");
+    et_line(e, "%s = _pad_grad(%s, %s, \"%s\")", et_out(e, n, 0), et_in(e, n, 0),
+            et_ints(e, p, np, true), mode);
+    return IR_OK;
+}
+
 static ir_status emit_norm_grad(et_ctx *e, const ir_node *n) {
     const ir_value *x = ir_node_in(et_graph(e), n, 1);
     const char *eps = et_float(e, ir_attr_float(n, "epsilon", 1e-5f));
@@ -341,6 +356,7 @@ et_op_fn et_train_lookup(ir_op_kind k) {
     case IR_OP_AveragePoolGrad: return emit_pool_grad;
     case IR_OP_ReduceGrad: return emit_reduce_grad;
     case IR_OP_ResizeGrad: return emit_resize_grad;
+    case IR_OP_PadGrad: return emit_pad_grad;
     case IR_OP_BatchNormGrad:
     case IR_OP_LayerNormGrad:
     case IR_OP_InstanceNormGrad: return emit_norm_grad;

@@ -249,6 +249,8 @@ static et_op_fn lookup(ir_op_kind k) {
     et_op_fn f = et_op_lookup(k);
     if (!f) f = et_nn_lookup(k);
     if (!f) f = et_train_lookup(k);
+    if (!f) f = et_grid_lookup(k);
+    if (!f) f = et_more_lookup(k);
     return f;
 }
 

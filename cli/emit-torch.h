@@ -6,7 +6,8 @@
  * writes the module around the body; the per-op statements come from one function per op family
  * (emit-torch-ops.c: element-wise and shape ops, emit-torch-nn.c: convolutions, matmuls,
  * normalizations, pooling, reductions; emit-torch-train.c: gradient, loss, optimizer, fission,
- * swap and PET ops). The Python helpers those statements call are sections of
+ * swap and PET ops; emit-torch-grid.c: GridSample and its gradients; emit-torch-more.c: the ops of
+ * opsets 13-23 that issue 22 added). The Python helpers those statements call are sections of
  * emit_torch_prelude.py, embedded at build time; only the sections a plan uses are copied. An op
  * without a PyTorch form is refused before anything is written, naming the node and the op. */
 #ifndef MAGPIE_EMIT_TORCH_H
@@ -33,6 +34,8 @@ typedef ir_status (*et_op_fn)(et_ctx *e, const ir_node *n);
 et_op_fn et_op_lookup(ir_op_kind k);
 et_op_fn et_nn_lookup(ir_op_kind k);
 et_op_fn et_train_lookup(ir_op_kind k);
+et_op_fn et_grid_lookup(ir_op_kind k);
+et_op_fn et_more_lookup(ir_op_kind k);
 
 const ir_graph *et_graph(const et_ctx *e);
 /* The Python expression of input i of n ("None" when omitted): a variable, or for a constant the

@@ -494,6 +494,14 @@ def _reduce(kind, x, axes, keep):
         return torch.amin(x, dim=axes, keepdim=keep)
     if kind == "l2":
         return torch.sqrt(torch.sum(x * x, dim=axes, keepdim=keep))
+    if kind == "l1":
+        return torch.sum(torch.abs(x), dim=axes, keepdim=keep)
+    if kind == "sumsquare":
+        return torch.sum(x * x, dim=axes, keepdim=keep)
+    if kind == "logsum":
+        return torch.log(torch.sum(x, dim=axes, keepdim=keep))
+    if kind == "logsumexp":
+        return torch.logsumexp(x, dim=axes, keepdim=keep)
     y = x
     for a in sorted(axes, reverse=True):
         y = torch.prod(y, dim=a, keepdim=keep)
@@ -521,12 +529,14 @@ def _reduce_grad(mode, dy, x, y, axes):
     g.copy_(others * dy)
     return g
 #@ argmax
-def _argmax(x, axis, keep, last):
+def _argmax(x, axis, keep, last, smallest=False):
+    """ArgMax (ArgMin with smallest): the first extreme's index, the last's with last."""
+    f = torch.argmin if smallest else torch.argmax
     if last:
-        r = x.flip(axis).argmax(axis, keepdim=True)
+        r = f(x.flip(axis), axis, keepdim=True)
         r = x.shape[axis] - 1 - r
     else:
-        r = x.argmax(axis, keepdim=True)
+        r = f(x, axis, keepdim=True)
     return r if keep else r.squeeze(axis)
 #@ cumsum
 def _cumsum(x, axis, exclusive, reverse):
@@ -633,22 +643,304 @@ def _slice(x, axes, starts, ends, steps):
             y = y.index_select(a, torch.arange(s, e, st, device=x.device))
     return y.clone(memory_format=torch.contiguous_format)
 #@ pad
+def _pad_src(j, pb, n, mode):
+    """The input index that output index j of a dim padded by pb before reads (ir_pad_source:
+    numpy's reflect, edge and wrap)."""
+    i = j - pb
+    if mode == "wrap":
+        return i % n
+    if mode == "edge" or n == 1:
+        return min(max(i, 0), n - 1)
+    p = 2 * (n - 1)
+    i %= p
+    return i if i < n else p - i
+
+
 def _pad(x, pads, mode, value):
+    """ONNX Pad; pads: every dim's begin, then every dim's end (the axes input resolved)."""
     r = x.dim()
-    fp = []
-    for i in reversed(range(r)):
-        fp += [pads[i], pads[r + i]]
-    while len(fp) > 2 and fp[-1] == 0 and fp[-2] == 0:
-        fp = fp[:-2]
-    if mode == "constant":
+    if mode == "constant":  # negative pads crop, as in F.pad
+        fp = []
+        for i in reversed(range(r)):
+            fp += [pads[i], pads[r + i]]
+        while len(fp) > 2 and fp[-1] == 0 and fp[-2] == 0:
+            fp = fp[:-2]
         return torch.nn.functional.pad(x, fp, "constant", value)
-    m = {"reflect": "reflect", "edge": "replicate"}[mode]
-    k = len(fp) // 2
-    lead = r - k
-    # PyTorch pads the last k dims of a (batch, channel, ...) tensor: fold the leading dims.
-    xs = x.reshape([1, -1] + list(x.shape[lead:])) if lead != 2 else x
-    y = torch.nn.functional.pad(xs, fp, m)
-    return y.reshape(list(x.shape[:lead]) + list(y.shape[2:])) if lead != 2 else y
+    # reflect, edge, wrap on any dims and by any amount (reflect over several periods too, where
+    # PyTorch's modes stop at the last three dims and pads under the dim's length): the interior
+    # is x, then for each dim from the innermost out every border slab (dims before it inside the
+    # interior, dims after it complete) copies the slab of its source index, as magpie's kernel;
+    # the output is the only allocation
+    pb, xs = pads[:r], list(x.shape)
+    y = x.new_empty([xs[i] + pads[i] + pads[r + i] for i in range(r)])
+    y[tuple(slice(pb[i], pb[i] + xs[i]) for i in range(r))].copy_(x)
+    for d in reversed(range(r)):
+        v = y
+        for i in range(d):
+            v = v.narrow(i, pb[i], xs[i])
+        for j in range(y.shape[d]):
+            if not pb[d] <= j < pb[d] + xs[d]:
+                v.select(d, j).copy_(v.select(d, _pad_src(j, pb[d], xs[d], mode) + pb[d]))
+    return y
+
+
+def _pad_regions(r, parts, k=0):
+    """Every combination of one part per dim (0 before, 1 interior, 2 after)."""
+    if k == r:
+        yield ()
+        return
+    for p in parts[k]:
+        for rest in _pad_regions(r, parts, k + 1):
+            yield (p,) + rest
+
+
+def _pad_grad(dy, pads, mode):
+    """PadGrad (reflect, edge, wrap): dX[i] sums dY over the positions that read i. dX starts as
+    dY's interior; each border region of dY (some dims in a border, the others in the interior)
+    is added into dX by index_add_ along its last border dim, one slice per position of its other
+    border dims (corners: a few). The output is the only allocation besides the index lists."""
+    r = dy.dim()
+    pb, pe = pads[:r], pads[r:]
+    xs = [dy.shape[i] - pb[i] - pe[i] for i in range(r)]
+    dx = dy[tuple(slice(pb[i], pb[i] + xs[i]) for i in range(r))].clone(
+        memory_format=torch.contiguous_format)
+    spans = [[(0, pb[i]), (pb[i], xs[i]), (pb[i] + xs[i], pe[i])] for i in range(r)]
+    parts = [[p for p in range(3) if spans[i][p][1] > 0 and (p == 1 or xs[i] > 0)]
+             for i in range(r)]
+    for reg in _pad_regions(r, parts):
+        border = [i for i in range(r) if reg[i] != 1]
+        if not border:
+            continue
+        src = dy
+        for i in range(r):
+            src = src.narrow(i, *spans[i][reg[i]])
+        last, outer = border[-1], border[:-1]
+        s0, n0 = spans[last][reg[last]]
+        idx = torch.tensor([_pad_src(j, pb[last], xs[last], mode) for j in range(s0, s0 + n0)],
+                           dtype=torch.int64, device=dy.device)
+        for pos in _pad_regions(len(outer), [range(spans[d][reg[d]][1]) for d in outer]):
+            s, t = src, dx
+            for d, p in reversed(list(zip(outer, pos))):
+                s = s.select(d, p)
+                t = t.select(d, _pad_src(spans[d][reg[d]][0] + p, pb[d], xs[d], mode))
+            t.index_add_(last - len(outer), idx, s)
+    return dx
+#@ grid_sample
+_GS_MODE = {"linear": 0, "bilinear": 0, "nearest": 1, "cubic": 2, "bicubic": 2}
+_GS_TORCH = ("bilinear", "nearest", "bicubic")
+_GS_PAD = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _gs_grid(grid, sizes, mode, pad, align):
+    """The grid that PyTorch's sampler reads as ONNX's GridSample (magpie's kernel) reads grid,
+    and d(that grid)/d(grid) (None: grid itself). They differ where ONNX pads the point before
+    taking its taps and PyTorch does not: cubic with border or reflection (PyTorch pads only the
+    taps), nearest with reflection (ONNX rounds before reflecting, PyTorch after: halves differ).
+    There the point is padded here, ONNX's way, and handed over inside the image; the slope is 0
+    where border clips and +-1 where reflection folds. The padded grid and its slope are
+    temporaries of a few times the grid's bytes that magpie's kernels do not have."""
+    m = _GS_MODE[mode]
+    if m == 0 or pad == "zeros" or (m == 1 and pad == "border"):
+        return grid, None  # the two agree: the grid as it is, no temporaries
+    cols, slopes = [], []
+    for c in range(grid.shape[-1]):  # x first: the last spatial dim
+        n = sizes[len(sizes) - 1 - c]
+        g = grid[..., c]
+        if align and n == 1:  # every point is pixel 0's centre
+            cols.append(torch.zeros_like(g))
+            slopes.append(torch.zeros_like(g))
+            continue
+        x = (g + 1) / 2 * (n - 1) if align else ((g + 1) * n - 1) / 2
+        if m == 1:
+            x = torch.round(x)  # half to even, as magpie's nearbyint
+        lo, hi = (0.0, n - 1.0) if align else (-0.5, n - 0.5)
+        out = (x < lo) | (x > hi)
+        if pad == "border":
+            xp = torch.where(out, x.clamp(0, n - 1), x)
+            sl = (~out).to(g.dtype)
+        else:
+            rng = hi - lo
+            below = x < lo
+            dist = torch.where(below, lo - x, x - hi)
+            k = torch.floor(dist / rng)
+            rem = dist - k * rng
+            even = torch.remainder(k, 2) == 0
+            fold = torch.where(below == even, lo + rem, hi - rem)
+            xp = torch.where(out, fold, x)
+            sl = torch.where(out, 1 - 2 * even.to(g.dtype), torch.ones_like(g))
+        cols.append(xp * 2 / (n - 1) - 1 if align else (2 * xp + 1) / n - 1)
+        slopes.append(sl)
+    return torch.stack(cols, -1), torch.stack(slopes, -1)
+
+
+def _gs_1d(x, grid, dy=None):
+    """A 1-D sampler as a 2-D one of height 1 (PyTorch has none): the point's y is 0, pixel 0's
+    centre in both align_corners conventions, where every mode reads row 0 with weight 1."""
+    g = torch.stack([grid[..., 0], torch.zeros_like(grid[..., 0])], -1).unsqueeze(1)
+    return x.unsqueeze(2), g, None if dy is None else dy.unsqueeze(2)
+
+
+def _grid_sample(x, grid, mode, pad, align):
+    S = x.dim() - 2
+    g, _ = _gs_grid(grid, list(x.shape[2:]), mode, pad, align)
+    if S == 1:
+        x, g, _ = _gs_1d(x, g)
+    y = torch.nn.functional.grid_sample(x, g, mode=_GS_TORCH[_GS_MODE[mode]], padding_mode=pad,
+                                        align_corners=align)
+    return y[:, :, 0] if S == 1 else y
+
+
+def _gs_backward(dy, x, g, mode, pad, align, mask):
+    fn = (torch.ops.aten.grid_sampler_3d_backward if x.dim() == 5 else
+          torch.ops.aten.grid_sampler_2d_backward)
+    return fn(dy, x, g, _GS_MODE[mode], _GS_PAD[pad], align, mask)
+
+
+def _grid_sample_grad(dy, grid, shape, mode, pad, align):
+    """GridSampleGrad: dX through PyTorch's sampler backward, its grid gradient not computed; X's
+    values are not read, so X is a zero scalar expanded to its shape (no memory)."""
+    S = len(shape) - 2
+    g, _ = _gs_grid(grid, list(shape[2:]), mode, pad, align)
+    x = dy.new_zeros(()).expand(shape)
+    if S == 1:
+        x, g, dy = _gs_1d(x, g, dy)
+    dx = _gs_backward(dy, x, g, mode, pad, align, [True, False])[0]
+    return dx[:, :, 0] if S == 1 else dx
+
+
+def _grid_sample_grid_grad(dy, x, grid, mode, pad, align):
+    """GridSampleGridGrad: d loss / d grid through PyTorch's sampler backward (dX not computed),
+    times the slope of ONNX's padding of the point where _gs_grid applied it."""
+    S = x.dim() - 2
+    g, slope = _gs_grid(grid, list(x.shape[2:]), mode, pad, align)
+    if S == 1:
+        x, g, dy = _gs_1d(x, g, dy)
+    dg = _gs_backward(dy, x, g, mode, pad, align, [False, True])[1]
+    if S == 1:
+        dg = dg[:, 0, :, :1].contiguous()
+    if slope is not None:
+        dg.mul_(slope)
+    return dg
+#@ more
+def _prelu(x, s):
+    """PRelu: x where x >= 0, slope * x elsewhere, slope broadcast to x. A per-channel or scalar
+    float slope (nn.PReLU's export) is F.prelu; any other shape (and integers) is a select of the
+    factor and a multiply in place (its bool mask the one temporary)."""
+    if x.is_floating_point() and x.dim() >= 2 and s.dim() <= x.dim():
+        sh = [1] * (x.dim() - s.dim()) + list(s.shape)
+        if s.numel() == 1 or (sh[1] == x.shape[1] and s.numel() == x.shape[1]):
+            return torch.nn.functional.prelu(x, s.reshape(-1))
+    y = torch.where(x < 0, s, torch.ones((), dtype=s.dtype, device=s.device))
+    return y.mul_(x)
+
+
+def _depth_to_space(x, b, crd):
+    n, c, h, w = x.shape
+    if crd:  # PyTorch's pixel_shuffle
+        return torch.nn.functional.pixel_shuffle(x, b)
+    return x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2).reshape(
+        n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth(x, b):
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(
+        n, c * b * b, h // b, w // b)
+
+
+def _topk(x, k, axis, largest):
+    """TopK with ONNX's ties (the smaller index first): a stable sort of the whole axis (the sorted
+    values and indices are temporaries of X's size), its first k."""
+    v, i = torch.sort(x, dim=axis, descending=largest, stable=True)
+    return v.narrow(axis, 0, k).contiguous(), i.narrow(axis, 0, k).contiguous()
+
+
+def _group_norm(x, groups, scale, bias, eps, per_group):
+    if per_group:  # opset 18: one scale and bias per group
+        r = x.shape[1] // groups
+        scale, bias = scale.repeat_interleave(r), bias.repeat_interleave(r)
+    return torch.nn.functional.group_norm(x, groups, scale, bias, eps)
+
+
+def _gather_nd(x, idx, b):
+    i = idx.long()
+    q = i.shape[-1]
+    nb = 1
+    for d in x.shape[:b]:
+        nb *= d
+    xf = x.reshape([nb] + list(x.shape[b:]))
+    fi = i.reshape(nb, -1, q)
+    cols = tuple(torch.where(fi[..., j] < 0, fi[..., j] + x.shape[b + j], fi[..., j])
+                 for j in range(q))
+    y = xf[(torch.arange(nb, device=x.device).unsqueeze(1),) + cols]
+    return y.reshape(list(i.shape[:-1]) + list(x.shape[b + q:]))
+
+
+def _scatter_elements(x, idx, upd, axis, reduction):
+    i = idx.long()
+    i = torch.where(i < 0, i + x.shape[axis], i)
+    if reduction == "none":
+        return x.scatter(axis, i, upd)
+    if reduction == "add":
+        return x.scatter_add(axis, i, upd)
+    red = {"mul": "prod", "max": "amax", "min": "amin"}[reduction]
+    return x.scatter_reduce(axis, i, upd, red, include_self=True)
+
+
+def _one_hot(idx, depth, values, axis):
+    """OneHot: values[1] at each index along the new axis, values[0] elsewhere; negative indices
+    count from depth, indices outside [-depth, depth) give a line of values[0]."""
+    i = idx.long()
+    i = torch.where(i < 0, i + depth, i)
+    ok = (i >= 0) & (i < depth)
+    shape = list(idx.shape)
+    y = torch.empty(shape[:axis] + [depth] + shape[axis:], dtype=values.dtype,
+                    device=values.device)
+    y.fill_(values[0])
+    src = torch.where(ok, values[1], values[0]).unsqueeze(axis)
+    return y.scatter_(axis, torch.where(ok, i, torch.zeros_like(i)).unsqueeze(axis), src)
+#@ quant
+def _q_param(p, x, axis, block):
+    """A scale or zero point shaped to broadcast against x: per tensor, per axis, in blocks."""
+    if block == 0 and p.numel() == 1 and p.dim() <= 1:
+        return p.reshape([])
+    if block:
+        return p.repeat_interleave(block, dim=axis).narrow(axis, 0, x.shape[axis])
+    sh = [1] * x.dim()
+    sh[axis] = -1
+    return p.reshape(sh)
+
+
+def _quantize(x, scale, zp, axis, block, dtype, lo, hi):
+    """saturate(round(x / scale) + zero point), halves to even, in x's precision (float32 for
+    16-bit x); NaN gives the zero point."""
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    q = torch.round(xf / _q_param(scale, x, axis, block).to(xf.dtype))
+    z = torch.zeros((), dtype=xf.dtype, device=x.device) if zp is None else \
+        _q_param(zp, x, axis, block).to(xf.dtype)
+    q = torch.where(torch.isnan(q), z, q + z)
+    return q.clamp_(lo, hi).to(dtype)
+
+
+def _dequantize(x, scale, zp, axis, block):
+    """(x - zero point) * scale, the difference exact in int64, of the scale's type."""
+    d = x.to(torch.int64)
+    if zp is not None:
+        d = d - _q_param(zp, x, axis, block).to(torch.int64)
+    return d.to(scale.dtype) * _q_param(scale, x, axis, block)
+#@ random
+def _random(shape, dtype, dev, normal, a, b, seed):
+    """RandomNormal (mean a, scale b) or RandomUniform ([a, b), kept below b after rounding to
+    dtype) from PyTorch's generator; with a seed, a generator seeded with it alone."""
+    g = None
+    if seed is not None:
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+    if normal:
+        return torch.randn(shape, generator=g, dtype=dtype, device=dev).mul_(b).add_(a)
+    y = torch.rand(shape, generator=g, dtype=dtype, device=dev).mul_(b - a).add_(a)
+    top = torch.nextafter(torch.tensor(b, dtype=dtype), torch.tensor(a, dtype=dtype)).item()
+    return y.clamp_(max=top)
 #@ gather
 def _norm_index(i, dim):
     i = i.long()

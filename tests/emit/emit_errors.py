@@ -2,9 +2,11 @@
 """Two refusals of the emitted PyTorch step, each with its message:
   - params_from_module on a module that lacks some of the plan's parameter names fails listing
     them (KeyError), before any step runs;
-  - an op of magpie's table without a PyTorch form in the emitter (MaxPool's Indices output:
-    ONNX's flat indices over the whole tensor, not PyTorch's per-plane ones) is refused by
-    `magpie emit` with exit 2, the node and the op named, and no file written.
+  - an op configuration of magpie's table without a PyTorch form in the emitter is refused by
+    `magpie emit` with exit 2, the node and the op named, and no file written: MaxPool's Indices
+    output (ONNX's flat indices over the whole tensor, not PyTorch's per-plane ones) and a
+    GridSample in cubic mode on a 5-D X (magpie's kernel samples it; PyTorch's grid sampler has
+    no 3-D cubic mode).
 
     emit_errors.py MAGPIE WORKDIR"""
 import os
@@ -12,6 +14,7 @@ import subprocess
 import sys
 
 try:
+    import numpy as np
     import torch
     import onnx
     from onnx import helper, TensorProto
@@ -45,24 +48,45 @@ def unbindable(magpie, work):
     return False
 
 
-def refused(magpie, work):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 2])
-    i = helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 2, 2, 2])
-    node = helper.make_node("MaxPool", ["x"], ["y", "idx"], name="pool_with_indices",
-                            kernel_shape=[2, 2], strides=[2, 2])
-    m = helper.make_model(helper.make_graph([node], "g", [x], [y, i]),
-                          opset_imports=[helper.make_opsetid("", 13)])
-    path = os.path.join(work, "maxpool_indices.onnx")
+def refused_one(magpie, work, tag, nodes, inputs, outputs, opset, name, op):
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    path = os.path.join(work, tag + ".onnx")
     onnx.save(m, path)
-    out = os.path.join(work, "refused_step.py")
+    args = []
+    for v in inputs:  # magpie itself runs the graph: only the emitter lacks a form
+        f = os.path.join(work, f"{tag}_{v.name}.npy")
+        dims = [d.dim_value for d in v.type.tensor_type.shape.dim]
+        np.save(f, np.random.RandomState(0).uniform(-1.2, 1.2, dims).astype(np.float32))
+        args += ["-i", f"{v.name}={f}"]
+    r = subprocess.run([magpie, "run", path, "-o", os.path.join(work, tag + "_out")] + args,
+                       capture_output=True, text=True)
+    if r.returncode:
+        print(f"FAIL: magpie run {tag}: {r.stderr.strip()}")
+        return False
+    out = os.path.join(work, tag + "_step.py")
     r = subprocess.run([magpie, "emit", path, "--torch", "-o", out], capture_output=True,
                        text=True)
-    ok = (r.returncode == 2 and "pool_with_indices" in r.stderr and "MaxPool" in r.stderr
-          and not os.path.exists(out))
-    print(f"{'ok' if ok else 'FAIL'}: emit of MaxPool with Indices: exit {r.returncode}, "
-          f"{r.stderr.strip()}")
+    ok = (r.returncode == 2 and name in r.stderr and op in r.stderr and not os.path.exists(out))
+    print(f"{'ok' if ok else 'FAIL'}: emit of {tag}: exit {r.returncode}, {r.stderr.strip()}")
     return ok
+
+
+def refused(magpie, work):
+    F, I64 = TensorProto.FLOAT, TensorProto.INT64
+    vi = helper.make_tensor_value_info
+    a = refused_one(magpie, work, "maxpool_indices",
+                    [helper.make_node("MaxPool", ["x"], ["y", "idx"], name="pool_with_indices",
+                                      kernel_shape=[2, 2], strides=[2, 2])],
+                    [vi("x", F, [1, 2, 4, 4])], [vi("y", F, [1, 2, 2, 2]),
+                                                 vi("idx", I64, [1, 2, 2, 2])],
+                    13, "pool_with_indices", "MaxPool")
+    b = refused_one(magpie, work, "gridsample_cubic_5d",
+                    [helper.make_node("GridSample", ["x", "grid"], ["y"], name="cubic_volume",
+                                      mode="cubic")],
+                    [vi("x", F, [1, 2, 3, 4, 5]), vi("grid", F, [1, 2, 2, 2, 3])],
+                    [vi("y", F, [1, 2, 2, 2, 2])], 20, "cubic_volume", "GridSample")
+    return a and b
 
 
 def main(argv):
