@@ -12,7 +12,9 @@
  *
  * Termination: pending counts states accepted and not yet fully expanded (in a heap, a deque
  * or in flight). A child's increment is sequenced before its parent's decrement, so pending
- * reads 0 only when no state is left anywhere, and it never rises from 0 again. An eviction
+ * reads 0 only when no state is left anywhere, and it never rises from 0 again. A child emitted
+ * through help (cb.help: another worker's expand, sharing children) is counted before that
+ * expand returns (the help contract), hence before its parent's decrement too. An eviction
  * (the frontier bound) decrements it for a state of the evicting worker's heap after the child
  * that replaces it was counted, so it cannot reach 0 early either.
  *
