@@ -20,7 +20,8 @@
 # start: import, autodiff, F-Tree, the start order). The machine's load stretches wall time but
 # hardly the CPU time of a given piece of work, so this ratio holds under load as states/s does
 # not.
-# GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing).
+# GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing);
+# MODELS="bert" (work) runs one of the two models only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpt=${GPT:-out/bench/gpt_neo_1p3b.onnx}
@@ -126,7 +127,7 @@ work)
   # children are cheaper than those of fission states) cannot favour the pair, whose searches
   # each get half the CPU and stay early in the search in a fixed time
   bin=$1 k=${2:-400} reps=${3:-3}
-  for model in gpt bert; do
+  for model in ${MODELS:-gpt bert}; do
     : >"$work/r.q"
     for rep in $(seq 1 "$reps"); do
       l=$(load)

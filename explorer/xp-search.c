@@ -376,9 +376,9 @@ static void derive_slot(xs_ctx *c, xs_worker *w, xs_job *j, int i) {
     atomic_store_explicit(&sl->done, ok ? 1 : 2, memory_order_release);
 }
 
-/* The owner's emits of j's derived slots from *at on, in index order, up to the first not yet
- * derived (up to n - 1 with all set true: every claimed slot is derived then). false once an
- * emit said the search stops: the rest are then freed unemitted. */
+/* The owner's emits of j's derived slots *at .. upto - 1, in index order, stopping at the first
+ * one not derived yet (*at is then that one). Once an emit said the search stops (*stopped),
+ * the slots after it are freed without an emit; returns !*stopped. */
 static bool emit_slots(xs_ctx *c, xp_worker *xw, xs_job *j, int *at, int upto, bool *stopped) {
     for (; *at < upto; (*at)++) {
         xs_child *sl = &j->slot[*at];
