@@ -8,6 +8,11 @@
 # started. docs/BENCHMARKS.md has the figures.
 #   bench/bench_children.sh speed NEW_MAGPIE CTRL_MAGPIE [SECONDS] [REPS]
 #   bench/bench_children.sh threads MAGPIE [SECONDS] [REPS]
+# threads: per repetition, one 1-thread search, then two 1-thread searches at once (the
+# control), then one 2-thread search, each SECONDS of search (states/s counts the search phase
+# only: report.json's wall_seconds.search, not the import, autodiff and F-Tree before it); the
+# "of control" column is (2t / 1t) / ((pair sum) / 1t), its median over the repetitions last.
+#   bench/bench_children.sh work MAGPIE [MAX_STATES] [REPS]   (threads, at equal work)
 #   bench/bench_children.sh same NEW_MAGPIE CTRL_MAGPIE [MAX_STATES]   (identical plans)
 #   bench/bench_children.sh cpu NEW_MAGPIE CTRL_MAGPIE [MAX_STATES] [REPS]
 # cpu: the CPU seconds (user + sys) the search of MAX_STATES states costs, with --threads 1 and
@@ -15,7 +20,8 @@
 # start: import, autodiff, F-Tree, the start order). The machine's load stretches wall time but
 # hardly the CPU time of a given piece of work, so this ratio holds under load as states/s does
 # not.
-# GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing).
+# GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing);
+# MODELS="bert" (work) runs one of the two models only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpt=${GPT:-out/bench/gpt_neo_1p3b.onnx}
@@ -45,6 +51,13 @@ r = json.load(open(sys.argv[1]))
 print("%.1f %d %.4f %s" % (r["states_per_second"], r["states_explored"], r["peak_ratio"],
                            r["best_fingerprint"]))' "$1"
 }
+# the workers' thread CPU seconds and idle wall seconds of a report (report.json "workers")
+workers() {
+  /usr/bin/python3 -c '
+import json, sys
+w = json.load(open(sys.argv[1])).get("workers", {})
+print("%.2f %.2f" % (w.get("cpu_seconds", float("nan")), w.get("idle_seconds", float("nan"))))' "$1"
+}
 run() { # out bin model threads secs [extra...]
   local out=$1 bin=$2 model=$3 threads=$4 secs=$5
   shift 5
@@ -54,7 +67,7 @@ run() { # out bin model threads secs [extra...]
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-mode=${1:?speed, threads or same}
+mode=${1:?speed, threads, work, same or cpu}
 shift
 case $mode in
 speed)
@@ -95,10 +108,51 @@ threads)
         'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')
       read -r tr cr of <<<"$q"
       echo "$of" >>"$work/r.q"
-      printf "%-5s rep %d load %5s  1t %6.1f  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s\n" \
-        $model "$rep" "$l" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of"
+      # CPU seconds the workers got (one search; the pair; two threads) and the 2-thread
+      # workers' idle seconds: on a loaded machine a process's threads share its time slice
+      read -r u1 _ <<<"$(workers "$work/one.json")"
+      read -r ua _ <<<"$(workers "$work/c1.json")"
+      read -r ub _ <<<"$(workers "$work/c2.json")"
+      read -r u2 i2 <<<"$(workers "$work/two.json")"
+      printf "%-5s rep %d load %5s  1t %6.1f  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s  cpu-s 1t %s pair %s+%s 2t %s (idle %s)\n" \
+        $model "$rep" "$l" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of" "$u1" "$ua" "$ub" "$u2" "$i2"
     done
-    printf "%-5s median of control %s\n" $model "$(median <"$work/r.q")"
+    printf "%-5s median of control %s (load now %s)\n" $model "$(median <"$work/r.q")" "$(load)"
+  done
+  ;;
+work)
+  # the same comparison at equal work: every search explores the same MAX_STATES states (one
+  # thread's search; two threads share children on these graphs and run that search too, which
+  # the "same plan" column checks), so a rising cost per state along the search (the root's
+  # children are cheaper than those of fission states) cannot favour the pair, whose searches
+  # each get half the CPU and stay early in the search in a fixed time
+  bin=$1 k=${2:-400} reps=${3:-3}
+  for model in ${MODELS:-gpt bert}; do
+    : >"$work/r.q"
+    for rep in $(seq 1 "$reps"); do
+      l=$(load)
+      run "$work/one.json" "$bin" $model 1 600 --max-states "$k"
+      run "$work/c1.json" "$bin" $model 1 600 --max-states "$k" &
+      run "$work/c2.json" "$bin" $model 1 600 --max-states "$k" &
+      wait
+      run "$work/two.json" "$bin" $model 2 600 --max-states "$k"
+      read -r s1 _ _ f1 <<<"$(figures "$work/one.json")"
+      read -r a _ _ _ <<<"$(figures "$work/c1.json")"
+      read -r b _ _ _ <<<"$(figures "$work/c2.json")"
+      read -r s2 _ _ f2 <<<"$(figures "$work/two.json")"
+      q=$(awk -v s1="$s1" -v s2="$s2" -v a="$a" -v b="$b" \
+        'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')
+      read -r tr cr of <<<"$q"
+      echo "$of" >>"$work/r.q"
+      read -r u1 _ <<<"$(workers "$work/one.json")"
+      read -r ua _ <<<"$(workers "$work/c1.json")"
+      read -r ub _ <<<"$(workers "$work/c2.json")"
+      read -r u2 i2 <<<"$(workers "$work/two.json")"
+      printf "%-5s rep %d load %5s  %d states: 1t %6.1f st/s  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s  cpu-s 1t %s pair %s+%s 2t %s (idle %s)  same plan %s\n" \
+        $model "$rep" "$l" "$k" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of" "$u1" "$ua" "$ub" "$u2" "$i2" \
+        "$([ "$f1" = "$f2" ] && echo yes || echo NO)"
+    done
+    printf "%-5s median of control %s (load now %s)\n" $model "$(median <"$work/r.q")" "$(load)"
   done
   ;;
 same)
@@ -135,7 +189,7 @@ cpu)
   done
   ;;
 *)
-  echo "usage: $0 speed|threads|same|cpu ..." >&2
+  echo "usage: $0 speed|threads|work|same|cpu ..." >&2
   exit 2
   ;;
 esac

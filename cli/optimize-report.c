@@ -100,6 +100,17 @@ void cli_optimize_report_json(cli_json *j, const cli_opt_report *p) {
     cli_json_kv_num(j, "states_per_second",
                     search_s > 0 ? (double)(t->generated + 1) / search_s : NAN);
     cli_json_kv_num(j, "search_seconds_total", r->stats.seconds);
+    /* where the workers' time went in this run (xp_pool_stats): the 2-thread scaling's
+     * evidence (an idle worker, or CPU time a loaded machine did not give) */
+    cli_json_key(j, "workers");
+    cli_json_obj_begin(j);
+    cli_json_kv_num(j, "expand_seconds", r->stats.expand_seconds);
+    cli_json_kv_num(j, "idle_seconds", r->stats.idle_seconds);
+    cli_json_kv_num(j, "cpu_seconds", r->stats.cpu_seconds);
+    cli_json_kv_num(j, "states_per_cpu_second",
+                    r->stats.cpu_seconds > 0 ? (double)(t->generated + 1) / r->stats.cpu_seconds
+                                             : NAN);
+    cli_json_obj_end(j);
     cli_json_kv_str(j, "stop_reason", xp_stop_reason_to_string(r->stats.reason));
     cli_json_kv_bool(j, "interrupted", r->interrupted);
     cli_json_kv_uint(j, "resumes", r->resumes);

@@ -57,6 +57,40 @@ typedef struct xs_state {
     struct xs_state *lru_prev, *lru_next;
 } xs_state;
 
+/* What a derived state evaluates to. */
+typedef struct xs_eval {
+    size_t peak;
+    double lat;
+    uint64_t fp;
+} xs_eval;
+
+/* A derived child waiting for its owner to emit it (xs_job.slot). */
+typedef struct xs_child {
+    atomic_int done; /* 0: not yet; 1: derived (cm, ev); 2: failed */
+    xs_mat *cm;
+    xs_eval ev;
+} xs_child;
+
+/* The children of one state being derived (xp-search.c, cb_expand), open to the other workers
+ * (cb_help) when the pool shares children: whoever claims index i of cand[0..n) by next derives
+ * that child into slot[i] (done, release), and the owner emits the slots in index order, so
+ * its heap receives the children as one thread's expand would have pushed them. The
+ * owner writes s, pm, cand and n while the job is closed and no helper is inside (active 0),
+ * then opens it (release); a helper counts itself in active, then reads open (both seq_cst,
+ * against the owner's closing store of open and load of active), and reads the fields only
+ * when it is open. The owner returns only once the job is closed and active is 0 again, so
+ * s, pm and every child a helper emitted outlive the helpers' use of them. */
+typedef struct xs_job {
+    atomic_int open;   /* helpers may claim children */
+    atomic_int active; /* helpers inside */
+    atomic_int next;   /* the next index of cand to claim */
+    int n;
+    xs_child *slot; /* XS_MAX_CANDIDATES, the owner's */
+    xs_state *s;
+    xs_mat *pm;
+    const rw_rewrite *cand;
+} xs_job;
+
 /* Per-worker scratch and counters, written by its own thread only (one cache line apart). */
 typedef struct xs_worker {
     alignas(64) double phase[XS_PHASE_COUNT];
@@ -68,6 +102,7 @@ typedef struct xs_worker {
     rw_fission *fissions;   /* the F-Tree's size */
     unsigned char *present; /* PET children: present[id] for G_b's node ids (grown as needed) */
     size_t present_cap;
+    alignas(64) xs_job job; /* the expand this worker runs, shared with the others */
 } xs_worker;
 
 #define XS_MAX_CANDIDATES 1024
@@ -93,15 +128,9 @@ typedef struct xs_ctx {
     int cache_n;
     atomic_uint_fast64_t mismatches;
     xs_worker *w; /* n_w: the pool's workers, then the calling thread */
+    bool share;   /* the pool shares children (xp_pool_opts.share_children) */
     int n_w;
 } xs_ctx;
-
-/* What a derived state evaluates to. */
-typedef struct xs_eval {
-    size_t peak;
-    double lat;
-    uint64_t fp;
-} xs_eval;
 
 /* The key of (peak, lat) under mode (xs_better's order: the limited figure first). */
 static inline xp_key xs_mode_key(int mode, size_t peak, double lat) {

@@ -130,7 +130,12 @@ size_t xp_fpset_copy(const xp_fpset *s, uint64_t *out, size_t cap);
  *    keep their fingerprints in the set: they are never generated again.
  *  - Determinism: with threads == 1 there is no deque, no stealing and no randomness, so the
  *    expansion order is exactly that of a sequential best-first search (the heap breaks ties
- *    by push order); with a deterministic expand and no time budget, runs are identical. */
+ *    by push order); with a deterministic expand and no time budget, runs are identical.
+ *  - Sharing children (opts.share_children): no exposure and no stealing; a worker with no
+ *    state of its own calls xp_callbacks.help, through which the expand of another worker
+ *    hands it children to derive. The frontier bound is then N per worker (one worker's
+ *    expands may emit every state). An expand that emits every child itself, in its order
+ *    (xs_search's), makes the run one thread's search for any number of threads. */
 
 typedef struct xp_key {
     double k[2]; /* a priority pair; the default order is lexicographic, k[0] first */
@@ -151,6 +156,17 @@ typedef struct xp_callbacks {
     /* Frees a state the pool owns (duplicates, rejected and expanded children, and at
      * xp_pool_free all the rest). NULL: states are not freed. */
     void (*free_state)(void *ctx, void *state);
+    /* Work on another worker's running expand: with several threads, a worker calls it before
+     * it takes a state of its own, so that the children of one state, not only whole states,
+     * are shared out (an expand of a large graph's state is hundreds of children of several
+     * milliseconds each: with whole states the only unit, a second worker must take a state
+     * that one thread would not have expanded yet, which changes the search and what its
+     * states cost). It may call xp_emit(w, ...) for children of a state another worker is
+     * expanding; the expand that owns that state must not return before every such call has
+     * returned (that keeps pending's termination argument: the child is counted before its
+     * parent is done). Returns whether it did anything; false makes the worker look for a
+     * state. Never called with one thread, nor while the pool is paused. NULL: none. */
+    bool (*help)(void *ctx, xp_worker *w);
 } xp_callbacks;
 
 typedef struct xp_pool_opts {
@@ -162,6 +178,12 @@ typedef struct xp_pool_opts {
     size_t max_states;     /* fingerprint-set capacity (a budget: full stops); 0: 2^20 */
     unsigned expose_every; /* exposure period (above); 0: 4 */
     size_t max_frontier;   /* frontier bound (above); 0: none */
+    /* Share children, not states: no exposure and no stealing; a worker without a state of its
+     * own only helps (xp_callbacks.help, required then) the others' expands. With an expand
+     * that hands each helper's children back to its owner to emit in their order, the pool then
+     * runs one thread's search, its states in the same order, each expand's children derived by
+     * every worker at once. */
+    bool share_children;
     /* Distributed search (xs_dist, one pool per MPI rank; NULL route: one process). route is
      * called by xp_emit first, on the emitting worker's thread: true when the child belongs to
      * another process, which route has taken a copy for (the child is then freed here,
@@ -211,6 +233,11 @@ typedef struct xp_pool_stats {
     double seconds; /* from start to the end of the run (to now while it runs) */
     xp_stop_reason reason;
     uint64_t frontier; /* states accepted and not yet expanded, in flight included (a gauge) */
+    /* Where the workers' time went, summed over the workers (exact once they are joined; this
+     * run's only, like seconds): wall seconds inside expand, wall seconds looking for work and
+     * finding none (an idle worker: too few ready states), and the workers' thread CPU seconds
+     * (CLOCK_THREAD_CPUTIME_ID), which a loaded machine does not stretch as it does wall time. */
+    double expand_seconds, idle_seconds, cpu_seconds;
 } xp_pool_stats;
 
 /* CPUs in this thread's affinity mask (sched_getaffinity), at least 1. */
@@ -262,12 +289,12 @@ bool xp_pool_idle(const xp_pool *p);
 void xp_pool_set_bound(xp_pool *p, xp_key bound);
 void xp_pool_stop(xp_pool *p, xp_stop_reason r);
 
-/* Called from expand only, on its worker's thread: hands child (owned by the pool from now
+/* Called from expand or help only, on its worker's thread: hands child (owned by the pool from now
  * on, whatever the result) with its fingerprint and key to the search. */
 xp_emit_result xp_emit(xp_worker *w, void *child, uint64_t fp, xp_key key);
 /* The worker's index in 0..threads-1 (for per-worker scratch in ctx). */
 int xp_worker_index(const xp_worker *w);
-/* From expand only: true once the search is stopping (a budget, a request, the time limit,
+/* From expand or help only: true once the search is stopping (a budget, a request, the time limit,
  * which this call checks), so an expand with many costly children can end early: the children
  * it does not emit are lost, as the search ends anyway. */
 bool xp_worker_should_stop(xp_worker *w);
@@ -431,6 +458,16 @@ enum xs_rule_flags {
     XS_RULE_CHAIN = 1u << 6,   /* chain remats (RW_REMAT_CHAIN); not in XS_RULE_ALL */
 };
 
+enum { XS_SHARE_AUTO = 0, XS_SHARE_CHILDREN, XS_SHARE_STATES };
+/* From this many nodes of the start graph on, XS_SHARE_AUTO shares children: an expand there is
+ * hundreds of children of milliseconds each (a training graph of a transformer), and a second
+ * worker with states of its own would expand one that one thread would not have yet (the second
+ * best of the other half of the frontier), whose children cost other amounts: on the
+ * GPT-Neo-1.3B-shaped graph, enabling a second fission on a fission state, 30 ms a child
+ * against 6-8 ms for the children one thread was deriving. Small graphs keep stealing states:
+ * their children cost tens of microseconds, next to which listing them is not small. */
+#define XS_SHARE_MIN_NODES 2048
+
 /* The phases of the workers' time (xs_result.phase_seconds, summed over workers). */
 typedef enum xs_phase {
     XS_PHASE_CANDIDATES = 0, /* memory of the parent, candidate lists */
@@ -521,9 +558,13 @@ typedef struct xs_options {
     double max_seconds;  /* <= 0: none */
     size_t max_states;   /* fingerprints; 0: 2^20 */
     size_t max_frontier; /* xp_pool_opts.max_frontier; 0: none */
-    size_t cache_bytes;  /* materialization cache (an estimate of graph bytes); 0: 256 MiB */
-    int ftree_levels;    /* L of rw_ftree_build; <= 0: 4 */
-    prof_model *cost;    /* profiled for g already when measured */
+    /* How several threads share the work (xp_pool_opts.share_children): XS_SHARE_AUTO (0)
+     * shares children on graphs of XS_SHARE_MIN_NODES nodes or more, states below; or
+     * XS_SHARE_CHILDREN, XS_SHARE_STATES. */
+    int share;
+    size_t cache_bytes; /* materialization cache (an estimate of graph bytes); 0: 256 MiB */
+    int ftree_levels;   /* L of rw_ftree_build; <= 0: 4 */
+    prof_model *cost;   /* profiled for g already when measured */
     /* Called every progress_interval_s (<= 0: 1 s) from the calling thread while the search
      * runs, and once at its end (final = true); may be NULL. */
     void (*progress)(void *arg, const xs_progress *p, bool final);

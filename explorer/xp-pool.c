@@ -12,7 +12,9 @@
  *
  * Termination: pending counts states accepted and not yet fully expanded (in a heap, a deque
  * or in flight). A child's increment is sequenced before its parent's decrement, so pending
- * reads 0 only when no state is left anywhere, and it never rises from 0 again. An eviction
+ * reads 0 only when no state is left anywhere, and it never rises from 0 again. A child emitted
+ * through help (cb.help: another worker's expand, sharing children) is counted before that
+ * expand returns (the help contract), hence before its parent's decrement too. An eviction
  * (the frontier bound) decrements it for a state of the evicting worker's heap after the child
  * that replaces it was counted, so it cannot reach 0 early either.
  *
@@ -27,7 +29,8 @@
  * node while workers still run.
  *
  * Frontier bound (opts.max_frontier = N): each worker keeps at most cap = ceil(N / threads)
- * states in its heap plus its deque (the deque's size read at push time; thieves only shrink
+ * (N when sharing children, where one worker's expands may emit every state) states in its heap
+ * plus its deque (the deque's size read at push time; thieves only shrink
  * it). A child accepted when that is full evicts the worst state of the heap if it is better
  * than it, else it is dropped; the worst is found by a scan of the heap's leaves (where a
  * binary min-heap keeps its maximum), O(cap) comparisons, paid only when full and small next
@@ -88,6 +91,10 @@ struct xp_worker {
     xp_node *cut;
     bool signaled; /* owner only: the running expand was told to stop (see worker_main) */
     xp_counters c;
+    /* nanoseconds, written by the worker only (as the counters), read by anyone: wall time in
+     * expand, wall time finding no work, and the thread's CPU time (updated after each expand
+     * and at exit) */
+    atomic_int_fast64_t expand_ns, idle_ns, cpu_ns;
     pthread_t thread;
     bool started;
 };
@@ -133,6 +140,19 @@ static int64_t now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* This thread's CPU time (0 where the clock is missing). */
+static int64_t thread_cpu_ns(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void add_ns(atomic_int_fast64_t *c, int64_t ns) {
+    /* single writer, as bump() */
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + ns,
+                          memory_order_relaxed);
 }
 
 static void bump(atomic_uint_fast64_t *c) {
@@ -367,8 +387,8 @@ static xp_emit_result accept(xp_worker *w, xp_node *n) {
         /* relaxed: written by its emitter before the node reached this heap */
         if (!atomic_load_explicit(&evict->retired, memory_order_relaxed)) free_node(p, evict);
     }
-    bool expose = p->n > 1 && ++w->n_emitted % p->o.expose_every == 0 && w->heap_n > 0 &&
-                  !node_less(p, n, w->heap[0]);
+    bool expose = p->n > 1 && !p->o.share_children && ++w->n_emitted % p->o.expose_every == 0 &&
+                  w->heap_n > 0 && !node_less(p, n, w->heap[0]);
     if (expose && xp_deque_push(w->deque, (uint64_t)(uintptr_t)n)) {
         bump(&w->c.exposed);
         note_frontier(w);
@@ -432,7 +452,7 @@ static xp_node *find_work(xp_worker *w, bool *from_first) {
     uint64_t item;
     if (xp_deque_pop(w->deque, &item) == XP_TAKE_OK) return (xp_node *)(uintptr_t)item;
     xp_pool *p = w->pool;
-    if (p->n == 1) return NULL;
+    if (p->n == 1 || p->o.share_children) return NULL;
     /* victims: a random rotation of the others, each tried once (ABORT: retried once) */
     int start = (int)(splitmix(&w->rng) % (uint64_t)p->n);
     for (int i = 0; i < p->n; i++) {
@@ -455,13 +475,29 @@ static void *worker_main(void *arg) {
     xp_worker *w = arg;
     xp_pool *p = w->pool;
     unsigned idle = 0;
+    int64_t cpu0 = thread_cpu_ns(), idle_since = 0; /* 0: not idle */
     for (;;) {
         /* relaxed: a hint only; park() rechecks under the mutex, which carries the ordering */
-        if (atomic_load_explicit(&p->pause_flag, memory_order_relaxed)) park(w);
+        if (atomic_load_explicit(&p->pause_flag, memory_order_relaxed)) {
+            /* a pause is the controller's, not a lack of work */
+            if (idle_since) add_ns(&w->idle_ns, now_ns() - idle_since);
+            park(w);
+            if (idle_since) idle_since = now_ns();
+        }
         if (atomic_load_explicit(&p->stop, memory_order_relaxed) != XP_STOP_NONE) break;
         if (p->deadline_ns && now_ns() >= p->deadline_ns) {
             set_stop(p, XP_STOP_TIME);
             break;
+        }
+        if (p->cb.help && p->n > 1) {
+            int64_t t_help = now_ns();
+            if (p->cb.help(p->ctx, w)) {
+                if (idle_since) add_ns(&w->idle_ns, t_help - idle_since);
+                idle_since = 0;
+                idle = 0;
+                add_ns(&w->expand_ns, now_ns() - t_help);
+                continue;
+            }
         }
         bool from_first;
         xp_node *n = find_work(w, &from_first);
@@ -472,15 +508,25 @@ static void *worker_main(void *arg) {
                 set_stop(p, XP_STOP_EXHAUSTED);
                 break;
             }
+            if (!idle_since) idle_since = now_ns();
             if (++idle < 64) {
                 sched_yield();
             } else {
-                struct timespec ts = {0, 50000};
+                /* sharing children, the next work is a job that opens after its owner lists
+                 * a state's children (a tenth of a second and more on a large graph): the
+                 * wait backs off to a millisecond, so that polling takes no CPU the owner
+                 * could use (on a loaded machine a process's threads share its time) */
+                unsigned shift = p->o.share_children && idle > 64 ? idle - 64 : 0;
+                long ns = 50000L << (shift < 5 ? shift : 5);
+                struct timespec ts = {0, ns < 1000000 ? ns : 1000000};
                 nanosleep(&ts, NULL);
             }
             continue;
         }
         idle = 0;
+        int64_t t_start = now_ns();
+        if (idle_since) add_ns(&w->idle_ns, t_start - idle_since);
+        idle_since = 0;
         if (p->o.max_expanded &&
             /* relaxed: a ticket counter; no data travels with it */
             atomic_fetch_add_explicit(&p->expand_tickets, 1, memory_order_relaxed) >=
@@ -494,6 +540,8 @@ static void *worker_main(void *arg) {
         }
         w->signaled = false;
         p->cb.expand(p->ctx, w, n->state);
+        add_ns(&w->expand_ns, now_ns() - t_start);
+        atomic_store_explicit(&w->cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
         if (w->signaled) {
             /* the expand was told the search stops (should_stop, or an emit STOPPED), so it may
              * have left children out: unfinished, kept for a snapshot; pending keeps counting
@@ -509,6 +557,9 @@ static void *worker_main(void *arg) {
          * the children's increments above precede it in pending's modification order */
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
     }
+    if (idle_since) add_ns(&w->idle_ns, now_ns() - idle_since);
+    /* relaxed: single writer; xp_pool_wait's join orders it before the final read */
+    atomic_store_explicit(&w->cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
     p->exited++;
     pthread_cond_broadcast(&p->cv_parked);
@@ -541,7 +592,7 @@ xp_pool_opts xp_pool_opts_default(void) {
 }
 
 xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ctx) {
-    if (!cb || !cb->expand) return NULL;
+    if (!cb || !cb->expand || (opts && opts->share_children && !cb->help)) return NULL;
     xp_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->o = opts ? *opts : xp_pool_opts_default();
@@ -583,7 +634,13 @@ xp_pool *xp_pool_init(const xp_pool_opts *opts, const xp_callbacks *cb, void *ct
         atomic_init(&w->c.evicted, 0);
         atomic_init(&w->c.dropped, 0);
         atomic_init(&w->c.frontier_peak, 0);
-        w->cap = p->o.max_frontier ? (p->o.max_frontier + (size_t)p->n - 1) / (size_t)p->n : 0;
+        atomic_init(&w->expand_ns, 0);
+        atomic_init(&w->idle_ns, 0);
+        atomic_init(&w->cpu_ns, 0);
+        /* sharing children, the states are in the heaps of the workers whose expands emitted
+         * them, with one start state all in one: each may hold the whole bound */
+        size_t share = p->o.share_children ? 1 : (size_t)p->n;
+        w->cap = p->o.max_frontier ? (p->o.max_frontier + share - 1) / share : 0;
     }
     for (int i = 0; i < p->n; i++)
         if (!(p->w[i].deque = xp_deque_init(6))) goto out_fail;
@@ -986,8 +1043,13 @@ void xp_worker_stats_add(xp_worker_stats *into, const xp_worker_stats *from) {
 
 void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *per, int n_per) {
     xp_worker_stats sum = {0};
+    int64_t expand_ns = 0, idle_ns = 0, cpu_ns = 0;
     for (int i = 0; i < p->n; i++) {
         const xp_counters *c = &p->w[i].c;
+        /* relaxed: as the counters */
+        expand_ns += atomic_load_explicit(&p->w[i].expand_ns, memory_order_relaxed);
+        idle_ns += atomic_load_explicit(&p->w[i].idle_ns, memory_order_relaxed);
+        cpu_ns += atomic_load_explicit(&p->w[i].cpu_ns, memory_order_relaxed);
         /* relaxed: counters; exact once the writer is joined or parked (mutex) */
         xp_worker_stats s = {
             .expanded = atomic_load_explicit(&c->expanded, memory_order_relaxed),
@@ -1010,6 +1072,9 @@ void xp_pool_get_stats(const xp_pool *p, xp_pool_stats *total, xp_worker_stats *
     if (!total) return;
     total->total = sum;
     total->threads = p->n;
+    total->expand_seconds = (double)expand_ns * 1e-9;
+    total->idle_seconds = (double)idle_ns * 1e-9;
+    total->cpu_seconds = (double)cpu_ns * 1e-9;
     total->reason = (xp_stop_reason)atomic_load_explicit(&p->stop, memory_order_relaxed);
     /* relaxed: a gauge for progress lines; exact once the workers are joined */
     int_fast64_t pend = atomic_load_explicit(&p->pending, memory_order_relaxed);

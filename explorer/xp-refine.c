@@ -13,6 +13,9 @@ static void add_counts(xs_result *into, const xs_result *from) {
     /* the searches run one after another: their frontiers never coexist */
     if (b->frontier_peak > a->frontier_peak) a->frontier_peak = b->frontier_peak;
     into->stats.seconds += from->stats.seconds;
+    into->stats.expand_seconds += from->stats.expand_seconds;
+    into->stats.idle_seconds += from->stats.idle_seconds;
+    into->stats.cpu_seconds += from->stats.cpu_seconds;
     into->search_seconds += from->search_seconds;
     into->start_seconds += from->start_seconds;
     for (int k = 0; k < XS_PHASE_COUNT; k++) into->phase_seconds[k] += from->phase_seconds[k];

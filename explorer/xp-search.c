@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 const char *xs_phase_name(int phase) {
@@ -346,6 +347,58 @@ static int list_children(const xs_ctx *c, xs_worker *w, const xs_mat *m, ir_diag
     return n;
 }
 
+/* Emits child i of w's job (derived into ev and cm, which it takes) as a child of job.s;
+ * returns false when the search stops (the emit said so). */
+static bool emit_child(xs_ctx *c, xp_worker *xw, const xs_job *j, int i, xs_mat *cm,
+                       const xs_eval *ev) {
+    xs_state *ch = xs_state_new(j->s, &j->cand[i], ev);
+    if (!ch) {
+        xs_mat_unref(cm);
+        return true; /* this child is lost; the others may still fit */
+    }
+    /* our own reference keeps ch alive after xp_emit, which may free or (with several threads)
+     * hand it to another worker that expands and frees it */
+    xs_state_ref(ch);
+    xp_emit_result er = xp_emit(xw, ch, ev->fp, key_of(c, ev->peak, ev->lat));
+    if (er == XP_EMIT_PUSHED) xs_cache_put(c, ch, cm);
+    xs_mat_unref(cm);
+    xs_state_unref(c, ch);
+    return er != XP_EMIT_STOPPED;
+}
+
+/* Derives child i of j on w's scratch into j->slot[i] (done: release, for the owner). */
+static void derive_slot(xs_ctx *c, xs_worker *w, xs_job *j, int i) {
+    ir_diag d = {{0}};
+    xs_child *sl = &j->slot[i];
+    sl->cm = NULL;
+    bool ok = xs_derive(c, w, j->pm, &j->cand[i], &sl->cm, &sl->ev, &d) == IR_OK;
+    if (!ok) w->failed++;
+    atomic_store_explicit(&sl->done, ok ? 1 : 2, memory_order_release);
+}
+
+/* The owner's emits of j's derived slots *at .. upto - 1, in index order, stopping at the first
+ * one not derived yet (*at is then that one). Once an emit said the search stops (*stopped),
+ * the slots after it are freed without an emit; returns !*stopped. */
+static bool emit_slots(xs_ctx *c, xp_worker *xw, xs_job *j, int *at, int upto, bool *stopped) {
+    for (; *at < upto; (*at)++) {
+        xs_child *sl = &j->slot[*at];
+        /* acquire: the helper's derivation into the slot happens-before the emit */
+        int done = atomic_load_explicit(&sl->done, memory_order_acquire);
+        if (done == 0) return !*stopped;
+        atomic_store_explicit(&sl->done, 0, memory_order_relaxed); /* ready for the next job */
+        if (done != 1) continue;
+        if (*stopped)
+            xs_mat_unref(sl->cm);
+        else if (!emit_child(c, xw, j, *at, sl->cm, &sl->ev))
+            *stopped = true;
+    }
+    return !*stopped;
+}
+
+/* Expands s: lists its children, then derives and emits them in their order. With the pool
+ * sharing children (c->share), the list is a job whose children the idle workers derive too
+ * (cb_help) while this worker emits them all, in the same order, so the pool's states and
+ * their order are one thread's. */
 static void cb_expand(void *ctx, xp_worker *xw, const void *state) {
     xs_ctx *c = ctx;
     xs_state *s = (xs_state *)state; /* the pool's: read-only but for its reference count */
@@ -359,28 +412,84 @@ static void cb_expand(void *ctx, xp_worker *xw, const void *state) {
     double t = ir_now_seconds();
     int n = list_children(c, w, pm, &d);
     w->phase[XS_PHASE_CANDIDATES] += ir_now_seconds() - t;
-    for (int i = 0; i < n && !xp_worker_should_stop(xw); i++) {
-        xs_mat *cm = NULL;
-        xs_eval ev;
-        if (xs_derive(c, w, pm, &w->cand[i], &cm, &ev, &d) != IR_OK) {
-            w->failed++;
-            continue;
+    xs_job *j = &w->job;
+    j->s = s;
+    j->pm = pm;
+    j->cand = w->cand;
+    j->n = n;
+    if (!c->share) {
+        for (int i = 0; i < n && !xp_worker_should_stop(xw); i++) {
+            xs_mat *cm = NULL;
+            xs_eval ev;
+            if (xs_derive(c, w, pm, &w->cand[i], &cm, &ev, &d) != IR_OK) {
+                w->failed++;
+                continue;
+            }
+            if (!emit_child(c, xw, j, i, cm, &ev)) break;
         }
-        xs_state *ch = xs_state_new(s, &w->cand[i], &ev);
-        if (!ch) {
-            xs_mat_unref(cm);
-            break;
-        }
-        /* our own reference keeps ch alive after xp_emit, which may free or (with several
-         * threads) hand it to another worker that expands and frees it */
-        xs_state_ref(ch);
-        xp_emit_result er = xp_emit(xw, ch, ev.fp, key_of(c, ev.peak, ev.lat));
-        if (er == XP_EMIT_PUSHED) xs_cache_put(c, ch, cm);
-        xs_mat_unref(cm);
-        xs_state_unref(c, ch);
-        if (er == XP_EMIT_STOPPED) break;
+        xs_mat_unref(pm);
+        return;
+    }
+    /* closed, and no helper inside since the last expand returned: the fields above are ours;
+     * every slot's done is 0 (emit_slots cleared the ones it read, and no other was set) */
+    atomic_store_explicit(&j->next, 0, memory_order_relaxed);
+    /* release: a helper that reads open == 1 (acquire) sees the fields above */
+    atomic_store_explicit(&j->open, 1, memory_order_release);
+    int at = 0;
+    bool stopped = false;
+    for (;;) {
+        /* relaxed: the claim carries no data (the fields were published by open) */
+        int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= n) break;
+        if (xp_worker_should_stop(xw)) break; /* child i and the unclaimed are left out */
+        derive_slot(c, w, j, i);
+        if (!emit_slots(c, xw, j, &at, i + 1, &stopped)) break;
+    }
+    /* seq_cst: with the helper's seq_cst increment of active and load of open, either it sees
+     * the job closed or this load sees it inside (then it is waited for) */
+    atomic_store_explicit(&j->open, 0, memory_order_seq_cst);
+    while (atomic_load_explicit(&j->active, memory_order_seq_cst) > 0) sched_yield();
+    /* every claimed slot is derived now; the ones left out stay 0 and end the emits there. The
+     * slots past a hole (claimed by helpers before the stop) are freed without an emit, and the
+     * pool keeps s as unfinished, as should_stop or the stopping emit told it. */
+    emit_slots(c, xw, j, &at, n, &stopped);
+    for (int i = at; i < n; i++) {
+        xs_child *sl = &j->slot[i];
+        int done = atomic_load_explicit(&sl->done, memory_order_acquire);
+        atomic_store_explicit(&sl->done, 0, memory_order_relaxed);
+        if (done == 1) xs_mat_unref(sl->cm);
     }
     xs_mat_unref(pm);
+}
+
+/* An idle worker's share of another's expand (xp_callbacks.help, with c->share): one child of
+ * the first open job with children left, derived into the job's slot. Returns whether it
+ * derived one. */
+static bool cb_help(void *ctx, xp_worker *xw) {
+    xs_ctx *c = ctx;
+    int me = xp_worker_index(xw), n_pool = c->n_w - 1; /* the last slot is the caller's */
+    xs_worker *w = &c->w[me];
+    if (xp_worker_should_stop(xw)) return false; /* the worker loop ends on it */
+    for (int k = 0; k < n_pool; k++) {
+        if (k == me) continue;
+        xs_job *j = &c->w[k].job;
+        /* relaxed: a hint (most looks find it closed); the check under active is exact */
+        if (!atomic_load_explicit(&j->open, memory_order_relaxed)) continue;
+        atomic_fetch_add_explicit(&j->active, 1, memory_order_seq_cst);
+        bool did = false;
+        if (atomic_load_explicit(&j->open, memory_order_seq_cst)) {
+            /* relaxed: as the owner's claims */
+            int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+            if (i < j->n) {
+                derive_slot(c, w, j, i);
+                did = true;
+            }
+        }
+        /* release: what this helper read of the job happens-before the owner's next writes */
+        atomic_fetch_sub_explicit(&j->active, 1, memory_order_release);
+        if (did) return true;
+    }
+    return false;
 }
 
 /* The start state's order: the memory DP's (XS_RULE_REORDER) when better under the mode's key,
@@ -454,6 +563,8 @@ static ir_status setup(const ir_graph *g, const xs_options *o, int threads, xs_c
                        ir_diag *d) {
     ir_status st = xs_ctx_init(c, o, threads, d);
     if (st != IR_OK) return st;
+    c->share = threads > 1 && (o->share == XS_SHARE_CHILDREN ||
+                               (o->share == XS_SHARE_AUTO && g->n_nodes >= XS_SHARE_MIN_NODES));
     int *order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     size_t peak = 0;
     double lat = 0;
@@ -727,6 +838,7 @@ static xp_pool_opts pool_opts(const xs_options *o, const xs_ctx *c, int threads)
     po.max_seconds = o->max_seconds;
     po.max_states = o->max_states;
     po.max_frontier = o->max_frontier;
+    po.share_children = c->share;
     if (o->dist) {
         po.route = o->dist->ops->route;
         po.route_arg = o->dist;
@@ -750,7 +862,10 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     r->resumes = rs ? rs->resumes + 1 : 0;
     r->start_seconds = ir_now_seconds() - t0;
     xp_pool_opts po = pool_opts(o, &c, threads);
-    xp_callbacks cb = {.expand = cb_expand, .better = cb_better, .free_state = cb_free};
+    xp_callbacks cb = {.expand = cb_expand,
+                       .better = cb_better,
+                       .free_state = cb_free,
+                       .help = c.share ? cb_help : NULL};
     if (!(p = xp_pool_init(&po, &cb, &c))) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "cannot create the search pool");
         goto out;

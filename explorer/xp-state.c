@@ -124,6 +124,13 @@ ir_status xs_ctx_init(xs_ctx *c, const xs_options *o, int n_workers, ir_diag *d)
     c->w = aligned_alloc(64, ((sizeof(xs_worker) * (size_t)c->n_w + 63) / 64) * 64);
     if (!c->w) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     memset(c->w, 0, sizeof(xs_worker) * (size_t)c->n_w);
+    for (int i = 0; i < c->n_w; i++) {
+        xs_job *j = &c->w[i].job;
+        atomic_init(&j->open, 0);
+        atomic_init(&j->active, 0);
+        atomic_init(&j->next, 0);
+        j->slot = NULL;
+    }
     return IR_OK;
 }
 
@@ -139,6 +146,10 @@ static ir_status ctx_scratch(xs_ctx *c, ir_diag *d) {
         w->fissions = nft ? malloc(sizeof(rw_fission) * (size_t)nft) : NULL;
         if (!w->cand || !w->touched || !w->touched_e || (nft && (!w->fis_buf || !w->fissions)))
             return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        if (c->share && !(w->job.slot = malloc(sizeof(xs_child) * XS_MAX_CANDIDATES)))
+            return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+        for (int k = 0; c->share && k < XS_MAX_CANDIDATES; k++)
+            atomic_init(&w->job.slot[k].done, 0);
     }
     return IR_OK;
 }
@@ -151,6 +162,7 @@ void xs_ctx_free(xs_ctx *c) {
         free(c->w[i].fis_buf);
         free(c->w[i].fissions);
         free(c->w[i].present);
+        free(c->w[i].job.slot);
     }
     free(c->w);
     rw_ftree_free(c->ft);

@@ -12,7 +12,10 @@
  *    fission alone enables a fission of the F-Tree, and with a tiny cache the replays across
  *    F-Tree mutations and remat/swap on fissioned graphs are exact;
  *  - two threads with a one-graph cache and a small frontier: every replay is exact and the
- *    best state's chain replays to its fingerprint (races: TSan). */
+ *    best state's chain replays to its fingerprint (races: TSan);
+ *  - two and three threads sharing children (XS_SHARE_CHILDREN, the default on large graphs):
+ *    the same search as one thread's, state for state (the same best, chain and number of
+ *    children), with the large cache and with a one-graph cache and a small frontier. */
 #include "test-util.h"
 
 #include "explorer.h"
@@ -235,6 +238,36 @@ static void test_two_threads(void **state) {
     xs_result_free(&r);
 }
 
+/* Sharing children, several workers derive the children of one state and its owner emits them
+ * in their order: the pool's states, their order and the budget's end are one thread's. */
+static void test_share_children_is_one_thread_search(void **state) {
+    (void)state;
+    for (int tiny = 0; tiny < 2; tiny++) {
+        xs_options o = opts(XS_RULE_ALL, 1, 80);
+        if (tiny) {
+            o.cache_bytes = 1;
+            o.max_frontier = 6;
+        }
+        xs_result one;
+        search(&o, &one);
+        for (int threads = 2; threads <= 3; threads++) {
+            xs_options s = o;
+            s.threads = threads;
+            s.share = XS_SHARE_CHILDREN;
+            xs_result r;
+            search(&s, &r);
+            assert_int_equal(r.stats.threads, threads);
+            expect_same(&one, &r);
+            assert_int_equal(r.stats.total.expanded, one.stats.total.expanded);
+            assert_int_equal(r.stats.total.steals, 0);
+            if (tiny) assert_true(r.cache_misses > 0);
+            expect_replays(&s, &r);
+            xs_result_free(&r);
+        }
+        xs_result_free(&one);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deterministic_and_replayed),
@@ -243,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_rule_families),
         cmocka_unit_test(test_fission_with_tiny_cache),
         cmocka_unit_test(test_two_threads),
+        cmocka_unit_test(test_share_children_is_one_thread_search),
         cmocka_unit_test(test_better_with_target),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
