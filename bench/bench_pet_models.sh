@@ -6,9 +6,11 @@
 #   mutants  magpie optimize M --pet --rules pet              (PET's mutants alone)
 #   subst    magpie optimize M --rules subst --mem-limit 1000 (substitutions alone; a memory
 #            limit of 1000x the eager peak bounds nothing, so this minimizes latency as --pet)
-# then `magpie verify` of every plan, and the original and optimized graphs timed side by side
-# with `magpie run --repeat REPEAT` (the median of REPEAT warm runs), ROUNDS times alternating
-# which goes first; the table reports the median over the rounds. Where onnxruntime is installed
+# then `magpie verify` of every plan (against the original's float64 run, no --atol; the column
+# gives the worst output's error over its bound, `verify --json`'s worst_error_over_bound), and
+# the original and optimized graphs timed side by side with `magpie run --repeat REPEAT` (the
+# median of REPEAT warm runs), ROUNDS times alternating which goes first; the table reports the
+# median over the rounds. Where onnxruntime is installed (in PYTHON)
 # both graphs are timed in it too, except plans holding magpie-domain ops (PetPatch, fission
 # ops), which onnxruntime cannot run.
 #
@@ -210,11 +212,16 @@ for name in $MODELS; do
         cands=$(report_get "$rep" '"%d of %d mutants (%.0f s)" % (r["pet"]["candidates"], r["pet"]["mutants"], r["pet"]["seconds"]["total"]) if r["pet"] else "-"')
         pred=$(report_get "$rep" '"%.3f" % r["latency_ratio"]')
         nodes=$(report_get "$rep" 'r["nodes"]')
-        if "$MAGPIE" verify "$model" "$out/optimized.onnx" >"$out.verify" 2>&1; then
-            ver=match
-        else
-            ver="MISMATCH"
-        fi
+        # verify: the plan against the original's float64 run (rtol 1e-4, k 10, no --atol);
+        # the column gives the worst output's error as a fraction of its bound
+        vrc=0
+        "$MAGPIE" verify "$model" "$out/optimized.onnx" --json >"$out.verify.json" 2>"$out.verify.err" || vrc=$?
+        worst=$(report_get "$out.verify.json" '"%.2g" % r["worst_error_over_bound"]' 2>/dev/null || echo "?")
+        case "$vrc" in
+        0) ver="match ($worst)" ;;
+        3) ver="MISMATCH ($worst)" ;;
+        *) ver="verify failed (exit $vrc)" ;;
+        esac
         if [ "$TIMED" = 0 ]; then
             echo "| $name | $cfg | $applied ($classes) | $cands | $nodes | $pred | - | - | - | $ver | - |"
             continue
