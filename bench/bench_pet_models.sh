@@ -35,6 +35,8 @@
 # predicted latency and the verification, and the timing columns read "-".
 #
 # Environment: REPEAT (3), ROUNDS (5), MODELS (all five), KEEP=1 keeps the scratch directory,
+# TIMED=0 skips the timing (predictions and verification only, as with an analytic DEVICE),
+# PROFILE_DB (the cpu profile database; default a fresh one in the scratch directory),
 # PYTHON (/usr/bin/python3: needs onnx and numpy; torch only to export missing models),
 # OMP_NUM_THREADS (1). Prints the Markdown table on stdout (progress on stderr);
 # docs/BENCHMARKS.md records it.
@@ -50,9 +52,10 @@ MODELS=${MODELS:-"resnet18 inception_v3 csrnet bert r3d_18"}
 PY=${PYTHON:-/usr/bin/python3}
 MAGPIE=$BUILD/magpie
 DEVICE=${DEVICE:-cpu}
-TIMED=$([ "$DEVICE" = cpu ] && echo 1 || echo 0)
+TIMED=${TIMED:-$([ "$DEVICE" = cpu ] && echo 1 || echo 0)}
 [ -x "$MAGPIE" ] || { echo "bench_pet_models: no $MAGPIE (build first)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/magpie-pet-bench-XXXXXX")
+PROFILE_DB=${PROFILE_DB:-$WORK/profile.db}
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; else echo "scratch: $WORK" >&2; fi
 log() { echo "bench_pet_models: $*" >&2; }
 
@@ -201,7 +204,7 @@ for name in $MODELS; do
         rc=0
         # shellcheck disable=SC2086 # flags are words
         "$MAGPIE" optimize "$model" $flags --device "$DEVICE" --time "$SECS" \
-            --profile-db "$WORK/profile.db" -o "$out" --json --quiet >"$out.json" || rc=$?
+            --profile-db "$PROFILE_DB" -o "$out" --json --quiet >"$out.json" || rc=$?
         if [ "$rc" != 0 ]; then
             echo "| $name | $cfg | optimize failed (exit $rc) | | | | | | | | |"
             continue
