@@ -35,7 +35,7 @@
 # predicted latency and the verification, and the timing columns read "-".
 #
 # Environment: REPEAT (3), ROUNDS (5), MODELS (all five), KEEP=1 keeps the scratch directory,
-# TIMED=0 skips the timing (predictions and verification only, as with an analytic DEVICE),
+# CONFIGS (pet mutants subst), TIMED=0 skips the timing (predictions and verification only, as with an analytic DEVICE),
 # PROFILE_DB (the cpu profile database; default a fresh one in the scratch directory),
 # PYTHON (/usr/bin/python3: needs onnx and numpy; torch only to export missing models),
 # OMP_NUM_THREADS (1). Prints the Markdown table on stdout (progress on stderr);
@@ -49,6 +49,7 @@ ROUNDS=${ROUNDS:-5}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
 MODELS=${MODELS:-"resnet18 inception_v3 csrnet bert r3d_18"}
+CONFIGS=${CONFIGS:-"pet mutants subst"}
 PY=${PYTHON:-/usr/bin/python3}
 MAGPIE=$BUILD/magpie
 DEVICE=${DEVICE:-cpu}
@@ -193,7 +194,7 @@ for name in $MODELS; do
         awk -v n="$name" -v o="$mo" -v p="$mp" 'BEGIN {printf "| %s | control (a copy of the original) | | | | | %.1f | %.1f | %.3f | | |\n",
             n, 1000 * o, 1000 * p, o / p}'
     fi
-    for cfg in pet mutants subst; do
+    for cfg in $CONFIGS; do
         case "$cfg" in
         pet) flags="--pet" ;;
         mutants) flags="--pet --rules pet" ;;
