@@ -35,7 +35,8 @@
 # predicted latency and the verification, and the timing columns read "-".
 #
 # Environment: REPEAT (3), ROUNDS (5), MODELS (all five), KEEP=1 keeps the scratch directory,
-# CONFIGS (pet mutants subst), TIMED=0 skips the timing (predictions and verification only, as with an analytic DEVICE),
+# CONFIGS (pet mutants subst), TIMED=0 skips the timing (predictions and verification only, as
+# with an analytic DEVICE),
 # PROFILE_DB (the cpu profile database; default a fresh one in the scratch directory),
 # PYTHON (/usr/bin/python3: needs onnx and numpy; torch only to export missing models),
 # OMP_NUM_THREADS (1). Prints the Markdown table on stdout (progress on stderr);
