@@ -6,9 +6,11 @@
 #   mutants  magpie optimize M --pet --rules pet              (PET's mutants alone)
 #   subst    magpie optimize M --rules subst --mem-limit 1000 (substitutions alone; a memory
 #            limit of 1000x the eager peak bounds nothing, so this minimizes latency as --pet)
-# then `magpie verify` of every plan, and the original and optimized graphs timed side by side
-# with `magpie run --repeat REPEAT` (the median of REPEAT warm runs), ROUNDS times alternating
-# which goes first; the table reports the median over the rounds. Where onnxruntime is installed
+# then `magpie verify` of every plan (against the original's float64 run, no --atol; the column
+# gives the worst output's error over its bound, `verify --json`'s worst_error_over_bound), and
+# the original and optimized graphs timed side by side with `magpie run --repeat REPEAT` (the
+# median of REPEAT warm runs), ROUNDS times alternating which goes first; the table reports the
+# median over the rounds. Where onnxruntime is installed (in PYTHON)
 # both graphs are timed in it too, except plans holding magpie-domain ops (PetPatch, fission
 # ops), which onnxruntime cannot run.
 #
@@ -33,6 +35,9 @@
 # predicted latency and the verification, and the timing columns read "-".
 #
 # Environment: REPEAT (3), ROUNDS (5), MODELS (all five), KEEP=1 keeps the scratch directory,
+# CONFIGS (pet mutants subst), TIMED=0 skips the timing (predictions and verification only, as
+# with an analytic DEVICE),
+# PROFILE_DB (the cpu profile database; default a fresh one in the scratch directory),
 # PYTHON (/usr/bin/python3: needs onnx and numpy; torch only to export missing models),
 # OMP_NUM_THREADS (1). Prints the Markdown table on stdout (progress on stderr);
 # docs/BENCHMARKS.md records it.
@@ -45,12 +50,14 @@ ROUNDS=${ROUNDS:-5}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
 MODELS=${MODELS:-"resnet18 inception_v3 csrnet bert r3d_18"}
+CONFIGS=${CONFIGS:-"pet mutants subst"}
 PY=${PYTHON:-/usr/bin/python3}
 MAGPIE=$BUILD/magpie
 DEVICE=${DEVICE:-cpu}
-TIMED=$([ "$DEVICE" = cpu ] && echo 1 || echo 0)
+TIMED=${TIMED:-$([ "$DEVICE" = cpu ] && echo 1 || echo 0)}
 [ -x "$MAGPIE" ] || { echo "bench_pet_models: no $MAGPIE (build first)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/magpie-pet-bench-XXXXXX")
+PROFILE_DB=${PROFILE_DB:-$WORK/profile.db}
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; else echo "scratch: $WORK" >&2; fi
 log() { echo "bench_pet_models: $*" >&2; }
 
@@ -188,7 +195,7 @@ for name in $MODELS; do
         awk -v n="$name" -v o="$mo" -v p="$mp" 'BEGIN {printf "| %s | control (a copy of the original) | | | | | %.1f | %.1f | %.3f | | |\n",
             n, 1000 * o, 1000 * p, o / p}'
     fi
-    for cfg in pet mutants subst; do
+    for cfg in $CONFIGS; do
         case "$cfg" in
         pet) flags="--pet" ;;
         mutants) flags="--pet --rules pet" ;;
@@ -199,7 +206,7 @@ for name in $MODELS; do
         rc=0
         # shellcheck disable=SC2086 # flags are words
         "$MAGPIE" optimize "$model" $flags --device "$DEVICE" --time "$SECS" \
-            --profile-db "$WORK/profile.db" -o "$out" --json --quiet >"$out.json" || rc=$?
+            --profile-db "$PROFILE_DB" -o "$out" --json --quiet >"$out.json" || rc=$?
         if [ "$rc" != 0 ]; then
             echo "| $name | $cfg | optimize failed (exit $rc) | | | | | | | | |"
             continue
@@ -210,11 +217,16 @@ for name in $MODELS; do
         cands=$(report_get "$rep" '"%d of %d mutants (%.0f s)" % (r["pet"]["candidates"], r["pet"]["mutants"], r["pet"]["seconds"]["total"]) if r["pet"] else "-"')
         pred=$(report_get "$rep" '"%.3f" % r["latency_ratio"]')
         nodes=$(report_get "$rep" 'r["nodes"]')
-        if "$MAGPIE" verify "$model" "$out/optimized.onnx" >"$out.verify" 2>&1; then
-            ver=match
-        else
-            ver="MISMATCH"
-        fi
+        # verify: the plan against the original's float64 run (rtol 1e-4, k 10, no --atol);
+        # the column gives the worst output's error as a fraction of its bound
+        vrc=0
+        "$MAGPIE" verify "$model" "$out/optimized.onnx" --json >"$out.verify.json" 2>"$out.verify.err" || vrc=$?
+        worst=$(report_get "$out.verify.json" '"%.2g" % r["worst_error_over_bound"]' 2>/dev/null || echo "?")
+        case "$vrc" in
+        0) ver="match ($worst)" ;;
+        3) ver="MISMATCH ($worst)" ;;
+        *) ver="verify failed (exit $vrc)" ;;
+        esac
         if [ "$TIMED" = 0 ]; then
             echo "| $name | $cfg | $applied ($classes) | $cands | $nodes | $pred | - | - | - | $ver | - |"
             continue
