@@ -15,11 +15,17 @@
 #   bench/bench_children.sh work MAGPIE [MAX_STATES] [REPS]   (threads, at equal work)
 #   bench/bench_children.sh same NEW_MAGPIE CTRL_MAGPIE [MAX_STATES]   (identical plans)
 #   bench/bench_children.sh cpu NEW_MAGPIE CTRL_MAGPIE [MAX_STATES] [REPS]
+#   bench/bench_children.sh side NEW_MAGPIE CTRL_MAGPIE [MAX_STATES] [REPS] [MODELS]
 # cpu: the CPU seconds (user + sys) the search of MAX_STATES states costs, with --threads 1 and
 # the same deterministic work in both builds: a run of MAX_STATES less one of 1 state (the
 # start: import, autodiff, F-Tree, the start order). The machine's load stretches wall time but
 # hardly the CPU time of a given piece of work, so this ratio holds under load as states/s does
 # not.
+# side: per repetition, alternating, NEW, CTRL and CTRL again (the control row: the control
+# against itself) on the same --threads 1 --max-states MAX_STATES search, each giving states/s
+# (the report's states_per_second, wall clock) and states per CPU-second (MAX_STATES less one
+# over the CPU seconds less those of a 1-state run of the same build, measured in the same
+# repetition); then the medians and their ratios. MODELS: "gpt8 bert" by default.
 # GPT=path overrides the GPT model (default out/bench/gpt_neo_1p3b.onnx, made when missing);
 # MODELS="bert" (work) runs one of the two models only.
 set -euo pipefail
@@ -67,7 +73,7 @@ run() { # out bin model threads secs [extra...]
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-mode=${1:?speed, threads, work, same or cpu}
+mode=${1:?speed, threads, work, same, cpu or side}
 shift
 case $mode in
 speed)
@@ -188,8 +194,40 @@ cpu)
       $model "$mn" "$mc" "$(awk -v a="$mn" -v b="$mc" 'BEGIN {print b / a}')"
   done
   ;;
+side)
+  new=$1 ctl=$2 k=${3:-400} reps=${4:-3} models=${5:-gpt8 bert}
+  one() { # bin model states -> "CPU-seconds states/s"
+    /usr/bin/time -f "%U %S" -o "$work/t" "$1" optimize $(args_of "$2") "${common[@]}" \
+      --threads 1 --time 600 --max-states "$3" -o "$work/o.$RANDOM" >"$work/s.json" 2>/dev/null || true
+    echo "$(tail -n 1 "$work/t" | awk '{print $1 + $2}') $(figures "$work/s.json" | cut -d' ' -f1)"
+  }
+  for model in $models; do
+    for f in ns nc cs cc xs xc; do : >"$work/r.$f"; done
+    for rep in $(seq 1 "$reps"); do
+      l=$(load)
+      read -r n1 _ <<<"$(one "$new" $model 1)"
+      read -r nk ns <<<"$(one "$new" $model "$k")"
+      read -r c1 _ <<<"$(one "$ctl" $model 1)"
+      read -r ck cs <<<"$(one "$ctl" $model "$k")"
+      read -r xk xs <<<"$(one "$ctl" $model "$k")"
+      nc=$(awk -v a="$nk" -v b="$n1" -v k="$k" 'BEGIN {print (k - 1) / (a - b)}')
+      cc=$(awk -v a="$ck" -v b="$c1" -v k="$k" 'BEGIN {print (k - 1) / (a - b)}')
+      xc=$(awk -v a="$xk" -v b="$c1" -v k="$k" 'BEGIN {print (k - 1) / (a - b)}')
+      echo "$ns" >>"$work/r.ns" && echo "$nc" >>"$work/r.nc" && echo "$cs" >>"$work/r.cs"
+      echo "$cc" >>"$work/r.cc" && echo "$xs" >>"$work/r.xs" && echo "$xc" >>"$work/r.xc"
+      printf "%-5s %d states rep %d load %5s  new %6.1f st/s %6.1f st/cpu-s  control %6.1f st/s %6.1f st/cpu-s  control again %6.1f st/s %6.1f st/cpu-s (1-state cpu-s %.2f %.2f)\n" \
+        $model "$k" "$rep" "$l" "$ns" "$nc" "$cs" "$cc" "$xs" "$xc" "$n1" "$c1"
+    done
+    for f in ns nc cs cc xs xc; do eval "m_$f=$(median <"$work/r.$f")"; done
+    # shellcheck disable=SC2154
+    printf "%-5s %d states medians: new %.1f st/s %.1f st/cpu-s, control %.1f st/s %.1f st/cpu-s, control again %.1f st/s %.1f st/cpu-s; new/control %.2f st/s %.2f st/cpu-s; control/control %.2f st/s %.2f st/cpu-s\n" \
+      $model "$k" "$m_ns" "$m_nc" "$m_cs" "$m_cc" "$m_xs" "$m_xc" \
+      "$(awk -v a="$m_ns" -v b="$m_cs" 'BEGIN {print a / b}')" "$(awk -v a="$m_nc" -v b="$m_cc" 'BEGIN {print a / b}')" \
+      "$(awk -v a="$m_xs" -v b="$m_cs" 'BEGIN {print a / b}')" "$(awk -v a="$m_xc" -v b="$m_cc" 'BEGIN {print a / b}')"
+  done
+  ;;
 *)
-  echo "usage: $0 speed|threads|work|same|cpu ..." >&2
+  echo "usage: $0 speed|threads|work|same|cpu|side ..." >&2
   exit 2
   ;;
 esac

@@ -72,6 +72,33 @@ static int64_t touched_group(const ir_graph *ge, const int *map, uint32_t first_
     return k == -3 ? -1 : k;
 }
 
+/* A new node of h that copies a resident whole into region k (an Identity or a Cast of a graph
+ * input or a constant that no slice stands for, whose readers are all old nodes of S: a remat of
+ * the GPT's tied head, a weight's copy that the region reads). Re-applied, such a copy lies
+ * outside S's closure (nothing of S leads to it) but is one of S's replicas (add_replicas): a
+ * layout op of residents without a D-dimension (an Identity or a Cast links every dimension of
+ * its output to its input's, and the input, read whole, has none in the fission's component),
+ * read in S only. So it is in the group, with the tags it copied from its original. */
+static bool replica_copy(const ir_graph *h, int i, uint32_t first_new, int64_t k) {
+    const ir_node *n = &h->nodes[i];
+    if ((n->op != IR_OP_Identity && n->op != IR_OP_Cast) || n->n_in != 1 || n->n_out != 1 ||
+        n->in[0] < 0 || n->out[0] < 0 || group_of(n) != k)
+        return false;
+    const ir_value *x = &h->values[n->in[0]], *y = &h->values[n->out[0]];
+    if (x->producer >= 0 || (y->flags & IR_VF_OUTPUT) || !ir_shape_eq(&x->shape, &y->shape))
+        return false;
+    int readers = 0;
+    for (int j = 0; j < h->n_nodes; j++) {
+        const ir_node *r = &h->nodes[j];
+        for (int q = 0; q < r->n_in; q++) {
+            if (r->in[q] != n->out[0]) continue;
+            if (r->id >= first_new || rw_is_fission_op(r->op) || group_of(r) != k) return false;
+            readers++;
+        }
+    }
+    return readers > 0;
+}
+
 /* Inside group k: every node of h with an id in [first_new, new_next) reads a value produced by
  * a node of S (an old node of group k that is no fission op) or by a new node that does, and
  * carries group k's tags (a Store or a Load gets them here). Nodes are visited in h's order,
@@ -98,6 +125,8 @@ static ir_status join_group(ir_graph *h, uint32_t first_new, uint32_t new_next, 
          * fingerprint) */
         bool shape_input = n->op == IR_OP_Reshape || n->op == IR_OP_Expand ||
                            n->op == IR_OP_Resize || n->op == IR_OP_ResizeGrad;
+        /* not joined: a new node that reads only it would lie outside S on re-application */
+        if (!reads_s && replica_copy(h, i, first_new, k)) continue;
         if (!reads_s || shape_input || (gk != -1 && gk != k)) {
             st = ir_node_fail(d, IR_ERR_INVALID, n, "rewrite: a new node outside fission %lld",
                               (long long)k);

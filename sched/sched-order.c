@@ -77,13 +77,18 @@ bool sched_order_valid(const ir_graph *g, const int *order, int n) {
             if (p >= n || (p >= 0 && pos[p] >= s)) ok = false;
         }
     }
-    int *woff = NULL, *war = NULL;
-    if (ok && !sdp_war_preds(g, &woff, &war)) ok = false;
-    for (int x = 0; x < n && ok; x++)
-        for (int k = woff[x]; k < woff[x + 1] && ok; k++)
-            if (pos[war[k]] >= pos[x]) ok = false;
-    free(woff);
-    free(war);
+    /* the write-after-read edges of sdp_war_preds, checked as they are found (no CSR: every
+     * child of the explorer's search goes through here) */
+    int nv = g->n_values, *ow = ok ? malloc(sizeof(int) * ((size_t)nv + 1)) : NULL;
+    if (ok && (!ow || !ir_graph_overwriters(g, true, ow))) ok = false;
+    for (int y = 0; y < n && ok; y++) {
+        const ir_node *nd = &g->nodes[y];
+        for (int i = 0; i < nd->n_in && ok; i++) {
+            int r = nd->in[i], x = r >= 0 && r < nv ? ow[r] : -1;
+            if (x >= 0 && x != y && !ir_input_order_only(nd, i) && pos[y] >= pos[x]) ok = false;
+        }
+    }
+    free(ow);
     free(pos);
     return ok;
 }
