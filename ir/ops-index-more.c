@@ -118,7 +118,7 @@ static ir_status se_parse(const ir_graph *g, const ir_node *n, int *axis, enum s
 
 static ir_status se_infer(ir_graph *g, ir_node *n, ir_diag *d) {
     int axis;
-    enum se_red red;
+    enum se_red red = SE_NONE;
     ir_status st = se_parse(g, n, &axis, &red, d);
     if (st) return st;
     const ir_value *x = ir_node_in(g, n, 0);
@@ -127,8 +127,8 @@ static ir_status se_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 }
 
 static ir_status se_kernel(const ir_kernel_ctx *k) {
-    int axis;
-    enum se_red red;
+    int axis = 0;
+    enum se_red red = SE_NONE;
     ir_status st = se_parse(k->graph, k->node, &axis, &red, k->diag);
     if (st) return st;
     const ir_tensor *x = &k->in[0], *ix = &k->in[1], *u = &k->in[2];

@@ -46,7 +46,7 @@ static ir_status sp_parse(const ir_graph *g, const ir_node *n, sp_geom *sg, ir_d
 }
 
 static ir_status sp_infer(ir_graph *g, ir_node *n, ir_diag *d) {
-    sp_geom sg;
+    sp_geom sg = {0}; /* set by sp_parse; zeroed for gcc -O3, which cannot see that */
     ir_status st = sp_parse(g, n, &sg, d);
     if (st) return st;
     const int64_t b = sg.b;
@@ -68,7 +68,7 @@ static inline void copy_elem(char *dst, const char *src, size_t es) {
 }
 
 static ir_status sp_kernel(const ir_kernel_ctx *k) {
-    sp_geom sg;
+    sp_geom sg = {0}; /* set by sp_parse; zeroed for gcc -O3, which cannot see that */
     ir_status st = sp_parse(k->graph, k->node, &sg, k->diag);
     if (st) return st;
     const size_t es = ir_dtype_size(k->in[0].dtype);

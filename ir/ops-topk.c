@@ -40,7 +40,7 @@ static ir_status tk_parse(const ir_graph *g, const ir_node *n, tk_geom *tg, ir_d
 }
 
 static ir_status tk_infer(ir_graph *g, ir_node *n, ir_diag *d) {
-    tk_geom tg;
+    tk_geom tg = {0}; /* set by tk_parse; zeroed for gcc -O3, which cannot see that */
     ir_status st = tk_parse(g, n, &tg, d);
     if (st) return st;
     const ir_value *x = ir_node_in(g, n, 0);
@@ -53,14 +53,14 @@ static ir_status tk_infer(ir_graph *g, ir_node *n, ir_diag *d) {
 
 /* R log R comparisons per line. */
 static double tk_flops(const ir_graph *g, const ir_node *n) {
-    tk_geom tg;
+    tk_geom tg = {0}; /* set by tk_parse; zeroed for gcc -O3, which cannot see that */
     if (tk_parse(g, n, &tg, NULL)) return 0;
     double R = (double)tg.R;
     return (double)(tg.outer * tg.inner) * R * (R > 1 ? log2(R) : 1);
 }
 
 static size_t tk_workspace(const ir_graph *g, const ir_node *n) {
-    tk_geom tg;
+    tk_geom tg = {0}; /* set by tk_parse; zeroed for gcc -O3, which cannot see that */
     if (tk_parse(g, n, &tg, NULL)) return 0;
     return (size_t)(2 * tg.R) * sizeof(int64_t);
 }
@@ -77,7 +77,7 @@ static inline bool tk_before(const ir_tensor *x, bool is_int, bool largest, int6
 }
 
 static ir_status tk_kernel(const ir_kernel_ctx *k) {
-    tk_geom tg;
+    tk_geom tg = {0}; /* set by tk_parse; zeroed for gcc -O3, which cannot see that */
     ir_status st = tk_parse(k->graph, k->node, &tg, k->diag);
     if (st) return st;
     const ir_tensor *x = &k->in[0];
@@ -115,7 +115,7 @@ static ir_status tk_kernel(const ir_kernel_ctx *k) {
 
 /* Dims (ir.h, ir_dimlink): every dim but the axis links from X to both outputs. */
 static int tk_dims(const ir_graph *g, const ir_node *n, ir_dimlink *l) {
-    tk_geom tg;
+    tk_geom tg = {0}; /* set by tk_parse; zeroed for gcc -O3, which cannot see that */
     if (tk_parse(g, n, &tg, NULL)) return 0;
     ir_dims_out o = ir_dims_begin(l);
     for (int i = 0; i < ir_node_in(g, n, 0)->shape.rank; i++) {
