@@ -179,7 +179,8 @@ static prof_model *open_cost(const cli_opts *o, const cli_opt_args *a, const cli
                              const ir_graph *g, int *code) {
     ir_diag d = {{0}};
     ir_status st;
-    prof_options po = {.db_path = o->profile_db};
+    /* a signal while the model's ops are measured stops that too (prof.h) */
+    prof_options po = {.db_path = o->profile_db, .interrupt = &interrupted};
     prof_model *m = prof_open(a->device, &po, &st, &d);
     if (!m) {
         *code = cli_fail_ir(st, &d, NULL);
@@ -284,7 +285,7 @@ static int profile_pet(prof_model *m, const ir_graph *g, const xs_options *xo, k
         prof_stats before, after;
         prof_get_stats(m, &before);
         st = pet_find_candidates(g, &po, &t, &d);
-        for (int k = 0; st == IR_OK && k < t->n; k++)
+        for (int k = 0; st == IR_OK && k < t->n && !interrupted; k++)
             st = prof_profile_graph(m, t->c[k].replacement, &d);
         if (st == IR_OK && kept) st = keep_pet_graphs(g, t, kept, &d);
         pet_table_free(t);
@@ -324,7 +325,7 @@ static int profile_subst(prof_model *m, const ir_graph *g, kept_graphs *kept) {
     }
     for (int round = 0; round < SUBST_ROUNDS && st == IR_OK; round++) {
         int n = rw_subst_candidates(cur, cand, SUBST_MAX), applied = 0;
-        for (int k = 0; k < n && st == IR_OK; k++) {
+        for (int k = 0; k < n && st == IR_OK && !interrupted; k++) {
             ir_status ast;
             ir_diag ad = {{0}};
             ir_graph *child = rw_apply(cur, &cand[k], NULL, NULL, &ast, &ad);
@@ -434,6 +435,8 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
         goto out;
     }
     a->xs.cost = m;
+    /* before profile_rewrites: PET's candidate search there polls it too (xs_pet_options) */
+    a->xs.interrupt = &interrupted;
     if ((code = profile_rewrites(m, g, a, job)) != CLI_EXIT_OK) goto out;
     if ((st = sched_simulate(loaded, NULL, m, &eager, &d)) != IR_OK) {
         code = cli_fail_ir(st, &d, path);
@@ -451,7 +454,6 @@ int cli_optimize_run(const cli_cmd *cmd, const cli_opts *o, cli_opt_args *a,
     a->xs.progress = o->quiet || !rank0 ? NULL : progress;
     a->xs.progress_arg = &pc;
     a->xs.progress_interval_s = pc.tty ? TTY_INTERVAL_S : PLAIN_INTERVAL_S;
-    a->xs.interrupt = &interrupted;
     if (ck) {
         a->xs.checkpoint = a->xs.dist ? cli_dist_ckpt_write : cli_ckpt_write;
         a->xs.checkpoint_arg = ck;

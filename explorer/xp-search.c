@@ -671,6 +671,7 @@ void xs_pet_options(const xs_options *o, pet_find_opts *out) {
         out->verify.seed = o->seed;
     }
     out->gen.cost = o->cost;
+    out->gen.interrupt = o->interrupt; /* a signal stops the table's search too */
     out->threads = o->threads > 0 ? o->threads : xp_default_threads();
 }
 
@@ -986,6 +987,13 @@ ir_status xs_search(const ir_graph *g, const xs_options *o, xs_result *r, ir_dia
     if (!(p = xp_pool_init(&po, &cb, &c))) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "cannot create the search pool");
         goto out;
+    }
+    if (o->interrupt && *o->interrupt) {
+        /* a signal during the setup (the PET table's search polls it and stops short): no state
+         * is expanded with what was cut short; the start state is the plan and the checkpoint's
+         * frontier, as on any interrupt */
+        r->interrupted = true;
+        xp_pool_request_stop(p);
     }
     if (rs) {
         /* the pool owns the rebuilt states (c.root among them) whatever happens */

@@ -49,8 +49,9 @@ struct prof_model {
     char db_path[4096];
     double step_s; /* added to every measured node */
     int runs, warmup;
-    bool cal_done; /* calibration attempted by this model */
-    bool frozen;   /* a snapshot was applied: profiling measures nothing any more */
+    bool cal_done;                    /* calibration attempted by this model */
+    volatile sig_atomic_t *interrupt; /* prof_options.interrupt */
+    bool frozen; /* a snapshot was applied: profiling measures nothing any more */
     prof_warner warn;
     prof_stats stats;
     uint64_t cal_sig[CAL_N];
@@ -262,6 +263,7 @@ prof_model *prof_open(const char *device, const prof_options *o, ir_status *st, 
     m->runs = o && o->runs > 0 ? (o->runs < 1000 ? o->runs : 1000) : DEFAULT_RUNS;
     m->warmup = o && o->warmup > 0 ? o->warmup : DEFAULT_WARMUP;
     if (o) m->warn = (prof_warner){o->warn, o->warn_ctx};
+    if (o) m->interrupt = o->interrupt;
     if (!device) device = "analytic:rtx3090";
     snprintf(m->device, sizeof m->device, "%s", device);
     char names[128];
@@ -337,10 +339,15 @@ void prof_get_stats(const prof_model *m, prof_stats *s) {
 
 /* ---------------------------------------------------------------- profiling and lookups */
 
+/* prof_options.interrupt was set: measure nothing more. */
+static bool interrupted(const prof_model *m) {
+    return m->interrupt && *m->interrupt;
+}
+
 ir_status prof_profile_graph(prof_model *m, const ir_graph *g, ir_diag *d) {
-    if (!m->measured || m->frozen) return IR_OK;
+    if (!m->measured || m->frozen || interrupted(m)) return IR_OK;
     ir_status st = calibrate(m, d);
-    for (int i = 0; i < g->n_nodes && st == IR_OK; i++) {
+    for (int i = 0; i < g->n_nodes && st == IR_OK && !interrupted(m); i++) {
         const ir_node *n = &g->nodes[i];
         size_t bytes;
         if (prof_is_transfer(g, n, &bytes)) continue; /* costed by the calibrated transfer */
@@ -442,7 +449,7 @@ static ir_status retime_in_run(prof_model *m, const ir_graph *const *gs, int n, 
      * the budget (at the least rounds) is dropped with the ones after it, its items timed alone */
     double round_s = 0;
     size_t per_round = 0;
-    for (int c = 0; c < n_chosen && st == IR_OK; c++) {
+    for (int c = 0; c < n_chosen && st == IR_OK && !interrupted(m); c++) {
         double run_s = 0;
         ir_diag gd = {{0}};
         if (m->be->time_graph(m->ctx, gs[chosen[c]], ns, &run_s, &gd) != IR_OK) {
@@ -463,7 +470,7 @@ static ir_status retime_in_run(prof_model *m, const ir_graph *const *gs, int n, 
         st = IR_ERR_NOMEM;
     size_t ns_n = 0;
     /* round r runs every chosen graph once: a machine growing busier or quieter weighs on all */
-    for (int r = 0; r < rounds && st == IR_OK && per_round; r++)
+    for (int r = 0; r < rounds && st == IR_OK && per_round && !interrupted(m); r++)
         for (int c = 0; c < n_chosen; c++) {
             if (chosen[c] < 0) continue;
             const ir_graph *g = gs[chosen[c]];
@@ -526,9 +533,12 @@ ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *
             it[ni++] = (retime_item){.g = g, .n = nd, .sig = sig};
         }
     if (st == IR_OK && m->be->time_graph) st = retime_in_run(m, gs, n, it, ni, &idx, d);
-    /* alone: round r times every signature no run sampled once */
-    for (int r = 0; r < runs && st == IR_OK; r++)
+    /* alone: round r times every signature no run sampled once; interrupted, the rounds not
+     * all run leave every entry as it was */
+    int done = 0;
+    for (; done < runs && st == IR_OK && !interrupted(m); done++)
         for (size_t i = 0; i < ni && st == IR_OK; i++) {
+            const int r = done;
             if (it[i].failed || it[i].in_run) continue;
             ir_diag nd = {{0}};
             ir_status ts = m->be->time_node(m->ctx, it[i].g, it[i].n, 1, 1, &t[i * runs + r], &nd);
@@ -537,7 +547,7 @@ ir_status prof_retime(prof_model *m, const ir_graph *const *gs, int n, ir_diag *
             else if (ts != IR_OK)
                 it[i].failed = true; /* keeps the entry it has */
         }
-    for (size_t i = 0; i < ni && st == IR_OK; i++)
+    for (size_t i = 0; i < ni && st == IR_OK && done == runs; i++)
         if (!it[i].failed && !it[i].in_run)
             st = put_fresh(m, it[i].sig, prof_median(&t[i * runs], runs));
     prof_db_clear(&idx);

@@ -28,6 +28,7 @@
 #define MAGPIE_PROF_H
 
 #include "ir.h"
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,10 @@ typedef struct prof_options {
     int warmup;          /* untimed runs before timing (default 2) */
     prof_warn_fn warn;   /* NULL: "magpie: warning: ..." on stderr */
     void *warn_ctx;
+    /* Non-NULL: polled between measurements; once non-zero (a SIGINT/SIGTERM handler sets it)
+     * prof_profile_graph measures nothing more (the ops left keep the analytic estimate) and
+     * prof_retime keeps the samples it has, so that an interrupted optimize stops promptly. */
+    volatile sig_atomic_t *interrupt;
 } prof_options;
 
 /* Opens a cost model for device (see above). IR_ERR_INVALID for an unknown device string,

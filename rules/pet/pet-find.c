@@ -173,7 +173,8 @@ static ir_status one_subprog(find_job *j, const pet_options *vo, int sp, ir_diag
     /* the same model costs the original and the replacements (ml.orig_cost is the generator's
      * model, the same one unless the caller gave none) */
     double orig_cost = pet_gen_cost(j->cost, prog);
-    for (int k = 0; k < ml.n && st == IR_OK; k++)
+    volatile sig_atomic_t *stop = j->eff.gen.interrupt;
+    for (int k = 0; k < ml.n && st == IR_OK && !(stop && *stop); k++)
         st = one_mutant(j, vo, sp, prog, orig_cost, &ml.items[k], s, &cap, d);
     pet_mutant_list_free(&ml);
     ir_graph_free(prog);
@@ -201,6 +202,7 @@ static void *worker(void *arg) {
          * written before pthread_create, and each writes its own slot, read after the join */
         int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= j->split->n || atomic_load_explicit(&j->failed, memory_order_relaxed)) break;
+        if (j->eff.gen.interrupt && *j->eff.gen.interrupt) break; /* the table so far */
         st = one_subprog(j, &vo, i, &d);
     }
     if (ctx) be->close(ctx);

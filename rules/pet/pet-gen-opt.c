@@ -304,6 +304,11 @@ typedef struct opt_ctx {
     ir_diag *d;
 } opt_ctx;
 
+/* pet_gen_opts.interrupt read non-zero: the rounds and subsets left are skipped. */
+static bool interrupted(const pet_gen_opts *o) {
+    return o->interrupt && *o->interrupt;
+}
+
 /* Takes over g (a mutant of the whole program): deduplicates, costs, labels, keeps. */
 static ir_status offer(opt_ctx *x, ir_graph *g, int round) {
     bool oom = false;
@@ -377,7 +382,7 @@ static ir_status mutate(opt_ctx *x, const ir_graph *P, int round) {
         rc = ir_diag_set(x->d, IR_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (int s = 0; s < (whole ? 1 : ss.n) && rc == IR_OK; s++) {
+    for (int s = 0; s < (whole ? 1 : ss.n) && rc == IR_OK && !interrupted(&x->o); s++) {
         ir_graph *mini = NULL;
         if (!whole) {
             int n = 0;
@@ -459,8 +464,8 @@ ir_status pet_gen_optimize(const ir_graph *prog, const pet_gen_opts *o, pet_muta
         rc = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int r = 1; r <= x.o.rounds && rc == IR_OK && frontier.n; r++) {
-        for (int i = 0; i < frontier.n && rc == IR_OK; i++)
+    for (int r = 1; r <= x.o.rounds && rc == IR_OK && frontier.n && !interrupted(&x.o); r++) {
+        for (int i = 0; i < frontier.n && rc == IR_OK && !interrupted(&x.o); i++)
             rc = mutate(&x, frontier.items[i].graph, r);
         pet_mutant_list_free(&frontier);
         frontier = x.next; /* this round's top-K are the next round's programs */

@@ -568,7 +568,8 @@ static void dfs(gen_ctx *c) {
         if (c->n_ops == c->o.depth && c->dangling == c->n_out && !c->unused_bias) check_complete(c);
     }
     if (c->n_ops == c->o.depth || c->stop) return;
-    if (++c->st->states > c->o.max_states) {
+    if (++c->st->states > c->o.max_states ||
+        ((c->st->states & 4095) == 0 && c->o.interrupt && *c->o.interrupt)) {
         c->stop = c->st->truncated = true;
         return;
     }

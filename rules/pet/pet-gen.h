@@ -116,6 +116,7 @@
 
 #include "ir.h"
 #include "prof.h"
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -229,6 +230,12 @@ typedef struct pet_gen_opts {
      * later rounds mutate verified programs (§6.2). NULL: every candidate at its cost. */
     double (*judge)(void *ctx, const ir_graph *orig, const ir_graph *cand, double cost);
     void *judge_ctx;
+    /* Non-NULL: polled (every few thousand states, and between mutants and sub-programs in
+     * pet_find_candidates); once it reads non-zero (a SIGINT/SIGTERM handler sets it) the
+     * enumeration stops as a budget does (stats.truncated) and the caller gets what was found
+     * so far, so that an interrupted search stops within about a second, not after minutes of
+     * PET work. */
+    volatile sig_atomic_t *interrupt;
 } pet_gen_opts;
 
 typedef struct pet_gen_stats {
