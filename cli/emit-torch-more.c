@@ -94,10 +94,7 @@ static ir_status emit_einsum(et_ctx *e, const ir_node *n) {
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
             return et_refuse(e, n, "equation '%s'", eq);
     char buf[4096];
-    size_t len = 0;
-    for (int i = 0; i < n->n_in && len < sizeof buf - 64; i++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, ", %s", et_in(e, n, i));
-    if (len >= sizeof buf - 64) return et_refuse(e, n, "too many operands");
+    if (!et_in_list(e, n, true, buf, sizeof buf)) return et_refuse(e, n, "too many operands");
     et_line(e, "%s = torch.einsum(\"%s\"%s)", et_out(e, n, 0), eq, buf);
     return IR_OK;
 }

@@ -288,10 +288,7 @@ static ir_status emit_concat(et_ctx *e, const ir_node *n) {
     if (!et_axis(ir_attr_int(n, "axis", 0), o->shape.rank, &axis))
         return et_refuse(e, n, "axis out of range");
     char buf[4096];
-    size_t len = 0;
-    for (int i = 0; i < n->n_in && len < sizeof buf - 64; i++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", et_in(e, n, i));
-    if (len >= sizeof buf - 64) return et_refuse(e, n, "too many inputs");
+    if (!et_in_list(e, n, false, buf, sizeof buf)) return et_refuse(e, n, "too many inputs");
     et_line(e, "%s = torch.cat([%s], %d)", et_out(e, n, 0), buf, axis);
     return IR_OK;
 }

@@ -234,6 +234,15 @@ const char *et_in(et_ctx *e, const ir_node *n, int i) {
     return var_name(e, n->in[i]);
 }
 
+bool et_in_list(et_ctx *e, const ir_node *n, bool lead, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n->n_in && len < cap - 64; i++)
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "%s%s", i || lead ? ", " : "", et_in(e, n, i));
+    return len < cap - 64;
+}
+
 const char *et_out(et_ctx *e, const ir_node *n, int i) {
     if (i >= n->n_out || n->out[i] < 0) return "_";
     return var_name(e, n->out[i]);

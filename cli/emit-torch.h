@@ -41,6 +41,9 @@ const ir_graph *et_graph(const et_ctx *e);
 /* The Python expression of input i of n ("None" when omitted): a variable, or for a constant the
  * plan's value on the step's device. */
 const char *et_in(et_ctx *e, const ir_node *n, int i);
+/* Every input of n, as et_in gives them, joined by ", " into buf (cap bytes), with a leading ", "
+ * when lead; false when they do not fit. */
+bool et_in_list(et_ctx *e, const ir_node *n, bool lead, char *buf, size_t cap);
 /* The variable for output i of n ("_" when the output is omitted). */
 const char *et_out(et_ctx *e, const ir_node *n, int i);
 /* True when output i of n is read by some node or is a graph output. */
