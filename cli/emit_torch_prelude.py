@@ -127,21 +127,23 @@ class _Host:
         self.host, self.event = host, event
 
 
-def _copy_stream(dev):
-    s = _STREAMS.get(dev)
+def _copy_stream(dev, direction):
+    """The copy stream of one direction ("d2h" for Stores, "h2d" for Loads): PCIe is full duplex
+    and the GPU's copy engines serve the two directions at once, as magpie's simulator assumes."""
+    s = _STREAMS.get((dev, direction))
     if s is None:
-        s = _STREAMS[dev] = torch.cuda.Stream(dev)
+        s = _STREAMS[(dev, direction)] = torch.cuda.Stream(dev)
     return s
 
 
 def _store(x):
-    """Store: a copy in host memory. On CUDA it runs on the copy stream, after the compute stream
-    has produced x (non_blocking, pinned); x's device memory is released to the allocator only
-    once the copy has read it (record_stream). On the CPU the host copy lives outside PyTorch's
+    """Store: a copy in host memory. On CUDA it runs on the device-to-host copy stream, after the
+    compute stream has produced x (non_blocking, pinned); x's device memory is released to the
+    allocator only once the copy has read it (record_stream). On the CPU the host copy lives outside PyTorch's
     allocator (a NumPy array), as pinned host memory is outside the CUDA allocator."""
     if x.device.type != "cuda":
         return x.numpy().copy()
-    s = _copy_stream(x.device)
+    s = _copy_stream(x.device, "d2h")
     s.wait_stream(torch.cuda.current_stream(x.device))
     with torch.cuda.stream(s):
         h = torch.empty(x.shape, dtype=x.dtype, device="cpu", pin_memory=True)
@@ -153,11 +155,11 @@ def _store(x):
 
 
 def _load(h, dev):
-    """Load: the host copy back on the device, on the copy stream once its Store has finished;
-    the compute stream waits for it before the next op reads it."""
+    """Load: the host copy back on the device, on the host-to-device copy stream once its Store has
+    finished (its event); the compute stream waits for it before the next op reads it."""
     if not isinstance(h, _Host):
         return torch.from_numpy(h).to(dev, copy=True)
-    s = _copy_stream(dev)
+    s = _copy_stream(dev, "h2d")
     with torch.cuda.stream(s):
         s.wait_event(h.event)
         y = h.host.to(dev, non_blocking=True)

@@ -8,8 +8,14 @@
  * in the group's order on both streams (its swaps overlapping its compute), exactly where
  * rw_fission_materialize puts them; so the one-copy graph's timeline is the materialized graph's,
  * swaps inside and around the group included.
- *  - The copy stream runs Store and Load one after another, each for prof_transfer_seconds of the
- *    tensor it moves, overlapping compute.
+ *  - Two copy streams, one per direction of the host link: Stores (device to host) one after
+ *    another on one, Loads (host to device) on the other, each for prof_transfer_seconds of the
+ *    tensor it moves, overlapping compute and each other. The target's host_link_bw is each way
+ *    (prof.h): PCIe is full duplex, and a GPU with two copy engines (asyncEngineCount 2, as
+ *    GeForce Ampere cards such as the RTX 3090 report) copies both ways at once; the emitted
+ *    PyTorch step issues each direction on its own stream. One stream for both directions
+ *    made a Load queue behind Stores it does not read (the forward's, still in flight when the
+ *    backward starts reading back).
  *  - Every op starts once its stream is free and its inputs are ready; a value is ready when its
  *    producer ends (residents at time 0), so a user waits for a Load still in flight and a Store
  *    waits for its input's producer.
@@ -103,9 +109,9 @@ static ir_status find_replay_blocks(const ir_graph *g, const int *order, replay_
     return IR_OK;
 }
 
-/* The two streams' clocks. */
+/* The streams' clocks: compute, and the copy stream of each direction. */
 typedef struct streams {
-    double compute_free, copy_free, last_compute_end;
+    double compute_free, store_free, load_free, last_compute_end;
 } streams;
 
 /* The seconds each node of g takes on its stream, by node index: sec[i] as any part runs it,
@@ -130,10 +136,11 @@ static double run_node(const ir_node *nd, double sec, const double *ready, strea
     for (int i = 0; i < nd->n_in; i++)
         if (nd->in[i] >= 0 && ready[nd->in[i]] > at) at = ready[nd->in[i]];
     if (on_copy_stream(nd)) {
-        start = at > t->copy_free ? at : t->copy_free;
+        double *copy_free = nd->op == IR_OP_Store ? &t->store_free : &t->load_free;
+        start = at > *copy_free ? at : *copy_free;
         if (t->last_compute_end > start) start = t->last_compute_end;
         end = start + sec;
-        t->copy_free = end;
+        *copy_free = end;
     } else {
         start = at > t->compute_free ? at : t->compute_free;
         end = start + sec;
@@ -212,7 +219,8 @@ ir_status sched_simulate(const ir_graph *g, const int *order, prof_model *cost, 
         out->end_s[s] = end;
         if (end > latency) latency = end;
         /* a replayed part's copy may end after every op of the scheduled copy */
-        if (t.copy_free > latency) latency = t.copy_free;
+        if (t.store_free > latency) latency = t.store_free;
+        if (t.load_free > latency) latency = t.load_free;
     }
     out->latency_s = latency;
     if (n > 0) memcpy(out->device_bytes, m.step_bytes, sizeof(size_t) * (size_t)n);

@@ -12,7 +12,8 @@
  *    transfer time (prof_transfer_seconds): in the simulator (sched-sim.c) a swap op starts
  *    after the compute op before it ends, so exactly those ops overlap the transfer. It never
  *    moves before the slot of the op that produces its input (its Store).
- *  - the Loads share one copy stream, so a Load placed to finish just in time may still wait for
+ *  - the Loads share one copy stream (the host-to-device one; the Stores run on the other,
+ *    sched-sim.c), so a Load placed to finish just in time may still wait for
  *    the one before it: a second pass takes the Loads from the latest deadline back, each to end
  *    by its user's start and by the start of the Load after it, and moves it earlier while the
  *    compute before its slot ends after the moment it must start (Stores are left out: they run

@@ -151,8 +151,9 @@ ir_status sched_sink_resident_readers(const ir_graph *g, int *order, ir_diag *d)
 /* ---------------------------------------------------------------- simulator */
 
 /* Latency and memory of an order under a cost model (MAGIS section 6.2, "performance
- * evaluation"): ops run one after another on a compute stream; Store and Load (magpie-domain
- * swap ops) run on a copy stream at the target's host-link bandwidth, overlapping compute; an op
+ * evaluation"): ops run one after another on a compute stream; Stores and Loads (magpie-domain
+ * swap ops) run on two copy streams, one per direction (device to host, host to device), each at
+ * the target's host-link bandwidth, overlapping compute and each other; an op
  * starts when the stream is free and its inputs are ready, a Load still in flight included.
  * Memory is the per-step accounting above (so the simulated device peak equals
  * sched_memory_compute's and the executor's to the byte); Store outputs count as host bytes (on

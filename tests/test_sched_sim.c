@@ -2,7 +2,8 @@
  * graphs under the analytic rtx3090 model: a pure chain takes the sum of its costs; a Load still
  * in flight delays its user; the device peak and bytes per step are sched_memory_compute's; Store
  * outputs count as host bytes only; the executor measures the same device and host peaks; placed
- * swaps are never slower than naive ones and keep the device peak accounting. */
+ * swaps are never slower than naive ones and keep the device peak accounting; a Store and a Load
+ * overlap on the two copy streams. */
 #include "test-util.h"
 
 #include "prof.h"
@@ -280,6 +281,44 @@ static void test_place_swaps_share_stream(void **state) {
     ir_graph_free(g);
 }
 
+/* A Store and a Load in flight at once run on the two copy streams, one per direction of the
+ * host link, and overlap: x[1,64,128,128] (4 MiB); a = Relu(x), b = Neg(x); Store(b); a chain of
+ * Sigmoids on a pooled x; then Store(a) and Load(Store(b)) issued back to back, both after the
+ * chain's last op; y = Add(Add(Load(Store(a)), Load(Store(b))), c). Two Stores, or two Loads,
+ * still run one after another. */
+static void test_store_and_load_overlap(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    int x = add_input(g, "x", TU_SHAPE(1, 64, 128, 128));
+    int a, b, ha, hb, c, la, lb, s1, y;
+    add_node(g, IR_OP_Relu, "a", 1, &x, &a);
+    add_node(g, IR_OP_Neg, "b", 1, &x, &b);
+    int store_b = add_node(g, IR_OP_Store, "store_b", 1, &b, &hb);
+    add_node(g, IR_OP_ReduceMean, "pool", 1, &x, &c);
+    for (int i = 0; i < 300; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "m%d", i);
+        add_node(g, IR_OP_Sigmoid, nm, 1, &c, &c);
+    }
+    int store_a = add_node(g, IR_OP_Store, "store_a", 1, &a, &ha);
+    int load_b = add_node(g, IR_OP_Load, "load_b", 1, &hb, &lb);
+    int load_a = add_node(g, IR_OP_Load, "load_a", 1, &ha, &la);
+    add_node(g, IR_OP_Add, "s1", 2, (int[]){la, lb}, &s1);
+    add_node(g, IR_OP_Add, "y", 2, (int[]){s1, c}, &y);
+    ir_graph_add_output(g, y);
+    sched_sim s;
+    simulate(g, NULL, &s); /* the eager order is the insertion order here */
+    double xfer = prof_transfer_seconds(cost, 4 * MIB);
+    assert_true(s.end_s[store_b] <= s.start_s[store_a]);  /* the chain hides Store(b) */
+    assert_true(s.start_s[load_b] == s.start_s[store_a]); /* both directions at once */
+    assert_true(fabs(s.end_s[load_b] - s.start_s[load_b] - xfer) < 1e-12);
+    assert_true(fabs(s.end_s[store_a] - s.start_s[store_a] - xfer) < 1e-12);
+    assert_true(s.start_s[load_a] == s.end_s[store_a]); /* waits for its Store, and */
+    assert_true(s.start_s[load_a] >= s.end_s[load_b]);  /* for the Load before it */
+    sched_sim_free(&s);
+    ir_graph_free(g);
+}
+
 static void test_invalid_order(void **state) {
     ir_graph *g = swap_graph();
     int bad[6] = {1, 0, 2, 3, 4, 5};
@@ -299,6 +338,7 @@ int main(void) {
         cmocka_unit_test(test_executor_matches),
         cmocka_unit_test(test_place_swaps),
         cmocka_unit_test(test_place_swaps_share_stream),
+        cmocka_unit_test(test_store_and_load_overlap),
         cmocka_unit_test(test_invalid_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
