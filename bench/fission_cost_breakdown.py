@@ -1,29 +1,37 @@
 #!/usr/bin/env python3
 """Where a fission's latency goes: per-node costs of a plan against its original training graph.
 
-usage: fission_cost_breakdown.py ORIG_PROFILE.json PLAN_PROFILE.json [LAUNCH_S KNEE_S]
+usage: fission_cost_breakdown.py ORIG_PROFILE.json PLAN_PROFILE.json [LAUNCH_S]
 
 Both files are `magpie profile ... --top 0 --json` (the original with --train and its loss and
 optimizer, the plan's optimized.onnx alone) on the same analytic device. A node of the plan
 named NAME.fisKpP is part P of the original node NAME; the kept part is NAME itself. Prints the
 plan's total against the original's and the difference split into: the fission's own ops
-(Fission* by op), and per split node the extra parts' launches, ramps and the rest (the
-roofline at the part's size against the whole's), by op. Uses only the standard library."""
+(Fission* by op; FissionAccumulate also by the op producing its part), and per split node
+the extra parts' launches (LAUNCH_S, default 5 us, for every part of a node that is no view)
+and the rest (the roofline at the part's size against the whole's: the ramp of an op with
+FLOPs, and nothing for a memory-bound op), by op. Uses only the standard library."""
 import json, re, sys
 from collections import defaultdict
 
 orig = json.load(open(sys.argv[1]))
 plan = json.load(open(sys.argv[2]))
 launch = float(sys.argv[3]) if len(sys.argv) > 3 else 5e-6
-knee = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-6
 on = {n["node"]: n for n in orig["top"]}
 parts = defaultdict(list)
 own = defaultdict(lambda: [0, 0.0])
 other = defaultdict(lambda: [0, 0.0])
+prod = {o["name"]: n for n in plan["top"] for o in n["outputs"]}
+acc = defaultdict(lambda: [0, 0.0])
 for n in plan["top"]:
     if n["op"].startswith("Fission"):
         own[n["op"]][0] += 1
         own[n["op"]][1] += n["seconds"]
+        if n["op"] == "FissionAccumulate":
+            q = prod.get(n["inputs"][1]["name"])
+            a = acc[q["op"] if q else "(input)"]
+            a[0] += 1
+            a[1] += n["seconds"]
         continue
     base = re.sub(r"\.fis\d+p\d+$", "", n["node"])
     if base in on:
@@ -36,7 +44,10 @@ print(f"original {T0*1e3:.3f} ms, plan {T1*1e3:.3f} ms, +{(T1-T0)*1e3:.3f} ms ({
 print("fission ops:")
 for op, (c, s) in sorted(own.items(), key=lambda x: -x[1][1]):
     print(f"  {op:20s} {c:5d} {s*1e3:8.3f} ms")
-split = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # nodes, extra launches, extra ramps, rest
+print("FissionAccumulate by the producer of its part:")
+for op, (c, s) in sorted(acc.items(), key=lambda x: -x[1][1]):
+    print(f"  {op:20s} {c:5d} {s*1e3:8.3f} ms")
+split = defaultdict(lambda: [0, 0.0, 0.0])  # nodes, extra launches, rest
 unsplit = 0.0
 for base, ps in parts.items():
     o = on[base]
@@ -47,17 +58,14 @@ for base, ps in parts.items():
     k = len(ps) - 1
     r = split[o["op"]]
     r[0] += 1
-    r[1] += k * launch
-    # a ramp only where the op has FLOPs: the roofline's compute term; estimate: ramp counted
-    # when the whole's time exceeds launch (an op of zero FLOPs pays none, e.g. a copy)
-    ramp = k * knee if o["seconds"] > launch else 0.0
-    r[2] += ramp
-    r[3] += tot - o["seconds"] - k * launch - ramp
-print("split nodes (extra parts): op, nodes, launches, ramps, rest (ms):")
-tl = tr = tx = 0.0
-for op, (c, l, rp, x) in sorted(split.items(), key=lambda x: -(x[1][1] + x[1][2] + x[1][3])):
-    tl, tr, tx = tl + l, tr + rp, tx + x
-    print(f"  {op:20s} {c:5d} {l*1e3:8.3f} {rp*1e3:8.3f} {x*1e3:8.3f}")
-print(f"  {'total':20s}       {tl*1e3:8.3f} {tr*1e3:8.3f} {tx*1e3:8.3f}")
+    lk = k * launch if o["seconds"] > 0 else 0.0  # a view runs no kernel
+    r[1] += lk
+    r[2] += tot - o["seconds"] - lk
+print("split nodes (extra parts): op, nodes, launches, rest (ms):")
+tl = tx = 0.0
+for op, (c, l, x) in sorted(split.items(), key=lambda x: -(x[1][1] + x[1][2])):
+    tl, tx = tl + l, tx + x
+    print(f"  {op:20s} {c:5d} {l*1e3:8.3f} {x*1e3:8.3f}")
+print(f"  {'total':20s}       {tl*1e3:8.3f} {tx*1e3:8.3f}")
 print(f"unsplit nodes' change {unsplit*1e3:.3f} ms; other new nodes:",
       {k: (v[0], round(v[1] * 1e3, 3)) for k, v in other.items()})

@@ -446,10 +446,10 @@ bool ir_fission_buffer_unfilled(const ir_node *n);
  * FissionBuffer's output: it writes the part over the buffer instead of adding it. */
 bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n);
 /* True for a FissionAccumulate with `fused` 1 whose part is output 0 of a Gemm without C, a
- * MatMul, a ConvGradWeight or a ReduceSum, and no graph output: on a device the producer adds
- * into the buffer in its epilogue (beta = 1; beta = 0 where it overwrites), so the accumulate
- * runs no kernel of its own (ops-fission.c). The fission sets `fused` only where the accumulate
- * is the part's one reader. O(1). */
+ * MatMul, a ConvGradWeight, a ReduceSum or a GatherGrad, and no graph output: on a device the
+ * producer adds into the buffer in its epilogue (beta = 1; beta = 0 where it overwrites), so the
+ * accumulate runs no kernel of its own (ops-fission.c). The fission sets `fused` only where the
+ * accumulate is the part's one reader. O(1). */
 bool ir_fission_accumulate_fused(const ir_graph *g, const ir_node *n);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */

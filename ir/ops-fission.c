@@ -20,11 +20,12 @@
  *    The optional third input is ordering-only: the group's first slice, so that no part writes
  *    a buffer before the group starts (a part computed from generators alone could).
  *    With `fused` 1, set by the fission where the part is the output 0 of a Gemm (without C),
- *    MatMul, ConvGradWeight or ReduceSum that nothing else reads, the accumulation is that
- *    kernel's epilogue on a device: cuBLAS's and cuDNN's beta = 1 (GEMMs, the convolution's
- *    backward filter, cudnnReduceTensor) adds the product into C = the buffer as it writes
- *    it, beta = 0 overwrites it (part 0 into an unfilled buffer). So a fused accumulate costs
- *    no launch and no kernel of its own: one read of the buffer, or nothing where it
+ *    MatMul, ConvGradWeight, ReduceSum or GatherGrad that nothing else reads, the accumulation
+ *    is that kernel's epilogue on a device: cuBLAS's and cuDNN's beta = 1 (GEMMs, the
+ *    convolution's backward filter, cudnnReduceTensor) adds the product into C = the buffer as
+ *    it writes it, beta = 0 overwrites it (part 0 into an unfilled buffer); an embedding's
+ *    scatter-add adds its rows into the buffer (index_add_) instead of a zeroed one. So a fused
+ * accumulate costs no launch and no kernel of its own: one read of the buffer, or nothing where it
  *    overwrites (ir_fission_accumulate_fused, prof_roofline_seconds). The executor still runs
  *    it as a kernel of its own after the producer's, with the part in a buffer of its own
  *    while the two run, and so does the memory model: the bytes counted are the ones
@@ -291,7 +292,8 @@ static bool accumulates_in_epilogue(const ir_node *p) {
     case IR_OP_Gemm: return p->n_in < 3 || p->in[2] < 0; /* C would be the buffer */
     case IR_OP_MatMul:
     case IR_OP_ConvGradWeight:
-    case IR_OP_ReduceSum: return true;
+    case IR_OP_ReduceSum:
+    case IR_OP_GatherGrad: return true; /* a scatter-add: index_add_ into the buffer */
     default: return false;
     }
 }
