@@ -445,6 +445,12 @@ bool ir_fission_buffer_unfilled(const ir_node *n);
 /* True for a FissionAccumulate of part 0 (`index` 0) whose buffer input is an unfilled
  * FissionBuffer's output: it writes the part over the buffer instead of adding it. */
 bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n);
+/* True for a FissionAccumulate with `fused` 1 whose part is output 0 of a Gemm without C, a
+ * MatMul, a ConvGradWeight, a ReduceSum or a GatherGrad, and no graph output: on a device the
+ * producer adds into the buffer in its epilogue (beta = 1; beta = 0 where it overwrites), so the
+ * accumulate runs no kernel of its own (ops-fission.c). The fission sets `fused` only where the
+ * accumulate is the part's one reader. O(1). */
+bool ir_fission_accumulate_fused(const ir_graph *g, const ir_node *n);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);

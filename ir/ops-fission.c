@@ -19,6 +19,17 @@
  *    three (ir_fission_accumulate_overwrites).
  *    The optional third input is ordering-only: the group's first slice, so that no part writes
  *    a buffer before the group starts (a part computed from generators alone could).
+ *    With `fused` 1, set by the fission where the part is the output 0 of a Gemm (without C),
+ *    MatMul, ConvGradWeight, ReduceSum or GatherGrad that nothing else reads, the accumulation
+ *    is that kernel's epilogue on a device: cuBLAS's and cuDNN's beta = 1 (GEMMs, the
+ *    convolution's backward filter, cudnnReduceTensor) adds the product into C = the buffer as
+ *    it writes it, beta = 0 overwrites it (part 0 into an unfilled buffer); an embedding's
+ *    scatter-add adds its rows into the buffer (index_add_) instead of a zeroed one. So a fused
+ * accumulate costs no launch and no kernel of its own: one read of the buffer, or nothing where it
+ *    overwrites (ir_fission_accumulate_fused, prof_roofline_seconds). The executor still runs
+ *    it as a kernel of its own after the producer's, with the part in a buffer of its own
+ *    while the two run, and so does the memory model: the bytes counted are the ones
+ *    executed, a part's worth more than a device's epilogue needs, for one step.
  *
  * Assemble and Accumulate are IR_OPF_INPLACE: their output takes over the buffer (ir.h), so the
  * n parts of a materialized fission fill one allocation. Their kernels also work when the output
@@ -275,16 +286,41 @@ bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n) {
     return p >= 0 && ir_fission_buffer_unfilled(&g->nodes[p]);
 }
 
+/* The producers whose device kernels take an accumulator: C = beta * C + result. */
+static bool accumulates_in_epilogue(const ir_node *p) {
+    switch (p->op) {
+    case IR_OP_Gemm: return p->n_in < 3 || p->in[2] < 0; /* C would be the buffer */
+    case IR_OP_MatMul:
+    case IR_OP_ConvGradWeight:
+    case IR_OP_ReduceSum:
+    case IR_OP_GatherGrad: return true; /* a scatter-add: index_add_ into the buffer */
+    default: return false;
+    }
+}
+
+bool ir_fission_accumulate_fused(const ir_graph *g, const ir_node *n) {
+    if (!g || n->op != IR_OP_FissionAccumulate || n->n_in < 2 || n->in[1] < 0 ||
+        ir_attr_int(n, "fused", 0) != 1)
+        return false;
+    int v = n->in[1], p = g->values[v].producer;
+    if (p < 0 || (g->values[v].flags & IR_VF_OUTPUT)) return false;
+    const ir_node *pn = &g->nodes[p];
+    return pn->n_out >= 1 && pn->out[0] == v && accumulates_in_epilogue(pn);
+}
+
 static double accumulate_flops(const ir_graph *g, const ir_node *n) {
-    return ir_fission_accumulate_overwrites(g, n)
+    return ir_fission_accumulate_overwrites(g, n) || ir_fission_accumulate_fused(g, n)
                ? 0.0
                : (double)ir_shape_numel(&ir_node_in(g, n, 1)->shape);
 }
 
 /* Reads the buffer and the part, writes the buffer: three times the part (the ordering-only
- * third input is never read); part 0 into an unfilled buffer reads only the part. */
+ * third input is never read); part 0 into an unfilled buffer reads only the part. Fused into
+ * the producer, it reads the buffer once, or nothing where it overwrites it. */
 static double accumulate_bytes(const ir_graph *g, const ir_node *n) {
-    return (ir_fission_accumulate_overwrites(g, n) ? 2.0 : 3.0) * part_bytes(g, n, 1);
+    bool over = ir_fission_accumulate_overwrites(g, n);
+    if (ir_fission_accumulate_fused(g, n)) return over ? 0.0 : part_bytes(g, n, 1);
+    return (over ? 2.0 : 3.0) * part_bytes(g, n, 1);
 }
 
 /* ---------------------------------------------------------------- the op table entries */

@@ -15,7 +15,8 @@
  * pays no ramp. Constant, Shape and Size move no data (their outputs are descriptions, not
  * tensors the device reads) and cost L. Store and Load cost bytes / host_link_bw + L. A
  * FissionBuffer without a fill (ir_fission_buffer_unfilled) is an allocation and runs no kernel:
- * 0. */
+ * 0. A fused FissionAccumulate (ir_fission_accumulate_fused) is its producer's epilogue: B / W
+ * for the buffer it reads (0 where it overwrites), no launch, no ramp. */
 #include "prof-impl.h"
 
 #include <string.h>
@@ -50,6 +51,7 @@ double prof_roofline_seconds(const prof_target *t, const ir_graph *g, const ir_n
     if (ir_fission_buffer_unfilled(n)) return 0.0;
 
     double bytes = ir_node_bytes(g, n);
+    if (ir_fission_accumulate_fused(g, n)) return bytes / t->mem_bw;
 
     double flops = ir_node_flops(g, n), rate = t->other_f32_flops;
     if (is_mm(n->op)) {

@@ -20,7 +20,8 @@
  *    the D-dimension divided (else the sub-graph is refused: something in it depends on the
  *    whole length);
  *  - a FissionAssemble (an output with a D-dimension) or FissionAccumulate (an output summed
- *    over D as a reduce axis) per output, writing the part into its buffer in place; the
+ *    over D as a reduce axis; `fused` 1 where no node of S reads the part, ops-fission.c) per
+ *    output, writing the part into its buffer in place; the
  *    assembled value takes the output's name (graph outputs keep their names) and replaces it
  *    for every reader outside S; the part keeps the value id, renamed "<name>.part<id>".
  * Slices, nodes of S and assembles carry the group tags (magpie_fission_group = k,
@@ -438,10 +439,16 @@ static ir_status assemble(fis_work *w, ir_diag *d) {
             st = add_view(w, o.value, &pe, "strided", true, &in[1], d);
             snprintf(part, sizeof part, "%.400s.exposed%u", name, id);
         }
+        /* a summed part that only the accumulate will read (its readers outside S read the
+         * whole from here on) is added in its producer's epilogue where the producer can
+         * (ir_fission_accumulate_fused checks which) */
+        if (o.dim < 0) a[2] = (ir_attr){.name = "fused", .type = IR_ATTR_INT, .i = 1};
+        for (int u = w->users.off[o.value]; o.dim < 0 && u < w->users.off[o.value + 1]; u++)
+            if (fi->in_s[w->users.node[u]]) a[2].i = 0;
         if (st == IR_OK)
             st = add_node(w, o.dim >= 0 ? IR_OP_FissionAssemble : IR_OP_FissionAccumulate, nn,
                           o.inner > 0 ? part : name, g->values[o.value].dtype, &s, 3, in,
-                          o.dim >= 0 ? 3 : 2, a, true, &whole, d);
+                          o.dim >= 0 || a[2].i ? 3 : 2, a, true, &whole, d);
         if (st == IR_OK && o.inner > 0) { /* the whole, viewed back under the output's name */
             st = add_view(w, whole, &w->shape0[o.value], "merged", false, &whole, d);
             if (st == IR_OK) g->values[whole].name = ir_graph_strdup(g, name);

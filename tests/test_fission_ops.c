@@ -269,6 +269,77 @@ static void test_accumulate_unfilled(void **state) {
     }
 }
 
+/* `fused` 1 on an accumulate whose part a MatMul produces (no graph output): on the roofline it
+ * is the MatMul's epilogue, one read of the buffer and no launch, nothing for part 0 into an
+ * unfilled buffer; with a Relu producer, a graph-output part, or `fused` 0 it is a kernel of its
+ * own. The executor computes the same sums either way. */
+static void test_accumulate_fused(void **state) {
+    (void)state;
+    const prof_target *t = prof_target_find("rtx3090");
+    assert_non_null(t);
+    for (int variant = 0; variant < 4; variant++) { /* fused, fused 0, Relu, part an output */
+        ir_graph *g = ir_graph_new();
+        ir_shape xs = TU_SHAPE(2, 3), ws = TU_SHAPE(3, 3);
+        int x = ir_graph_add_value(g, "x", IR_F32, &xs),
+            w = ir_graph_add_value(g, "w", IR_F32, &ws);
+        ir_graph_add_input(g, x);
+        ir_graph_add_input(g, w);
+        g->values[x].flags |= IR_VF_DATA;
+        int64_t dims[] = {2, 3};
+        ir_attr ba[] = {tu_attr_ints("shape", 2, dims), tu_attr_int("dtype", IR_F32),
+                        tu_attr_int("fill", 0)};
+        int fused = variant != 1;
+        ir_attr a0[] = {tu_attr_int("parts", 2), tu_attr_int("index", 0),
+                        tu_attr_int("fused", fused)};
+        ir_attr a1[] = {tu_attr_int("parts", 2), tu_attr_int("index", 1),
+                        tu_attr_int("fused", fused)};
+        int buf, p, q, c0, c1;
+        tu_add_node1(g, IR_OP_FissionBuffer, "buf", 0, NULL, 3, ba, &buf);
+        if (variant == 2)
+            tu_add_node1(g, IR_OP_Relu, "relu", 1, &x, 0, NULL, &p);
+        else
+            tu_add_node1(g, IR_OP_MatMul, "mm0", 2, (int[]){x, w}, 0, NULL, &p);
+        tu_add_node1(g, IR_OP_MatMul, "mm1", 2, (int[]){x, w}, 0, NULL, &q);
+        int n0 = tu_add_node1(g, IR_OP_FissionAccumulate, "acc0", 2, (int[]){buf, p}, 3, a0, &c0);
+        int n1 = tu_add_node1(g, IR_OP_FissionAccumulate, "acc1", 2, (int[]){c0, q}, 3, a1, &c1);
+        ir_graph_add_output(g, c1);
+        if (variant == 3) ir_graph_add_output(g, p);
+        const double part = 2 * 3 * 4;
+        bool f0 = variant == 0, f1 = variant != 1;
+        assert_int_equal(ir_fission_accumulate_fused(g, &g->nodes[n0]), f0);
+        assert_int_equal(ir_fission_accumulate_fused(g, &g->nodes[n1]), f1);
+        assert_true(ir_node_bytes(g, &g->nodes[n0]) == (f0 ? 0 : 2) * part);
+        assert_true(ir_node_bytes(g, &g->nodes[n1]) == (f1 ? 1 : 3) * part);
+        assert_true(ir_node_flops(g, &g->nodes[n1]) == (f1 ? 0 : 6));
+        double s0 = prof_roofline_seconds(t, g, &g->nodes[n0]);
+        double s1 = prof_roofline_seconds(t, g, &g->nodes[n1]);
+        if (f0)
+            assert_true(s0 == 0.0);
+        else
+            assert_true(s0 >= t->launch_s);
+        if (f1)
+            assert_true(s1 == part / t->mem_bw);
+        else
+            assert_true(s1 >= t->launch_s);
+        float xd[6] = {-1, 2, -3, 4, 0.5f, -0.25f}, wd[9] = {1, 0, 2, -1, 3, 0, 0.5f, 1, -2};
+        rt_binding b[] = {{.value = x, .dtype = IR_F32, .shape = xs, .data = xd},
+                          {.value = w, .dtype = IR_F32, .shape = ws, .data = wd}};
+        rt_result r;
+        ir_diag d = {{0}};
+        if (rt_run(g, b, 2, NULL, &r, &d) != IR_OK) fail_msg("run: %s", d.msg);
+        const float *o = r.outputs[0].data;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) {
+                float mm = 0;
+                for (int k = 0; k < 3; k++) mm += xd[i * 3 + k] * wd[k * 3 + j];
+                float first = variant == 2 ? (xd[i * 3 + j] > 0 ? xd[i * 3 + j] : 0) : mm;
+                assert_float_equal(o[i * 3 + j], first + mm, 1e-6);
+            }
+        rt_result_free(&r);
+        ir_graph_free(g);
+    }
+}
+
 static void test_counts_and_flags(void **state) {
     (void)state;
     ir_graph *g = ir_graph_new();
@@ -405,7 +476,8 @@ int main(void) {
         cmocka_unit_test(test_buffer),           cmocka_unit_test(test_slice),
         cmocka_unit_test(test_assemble),         cmocka_unit_test(test_slice_assemble_roundtrip),
         cmocka_unit_test(test_accumulate),       cmocka_unit_test(test_accumulate_unfilled),
-        cmocka_unit_test(test_counts_and_flags), cmocka_unit_test(test_onnx_roundtrip),
+        cmocka_unit_test(test_accumulate_fused), cmocka_unit_test(test_counts_and_flags),
+        cmocka_unit_test(test_onnx_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

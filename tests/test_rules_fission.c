@@ -302,6 +302,25 @@ static void check_order(const ir_graph *one, const int *order, const tu_ref *ref
     ir_graph_free(mat);
 }
 
+/* Accumulates that ir_fission_accumulate_fused takes for their producer's epilogue, over every
+ * case: the MLP's weight gradients (Gemms) must be among them. */
+static int n_fused_seen;
+
+/* `fused` is set only where the accumulate is its part's one reader: the producer's epilogue
+ * cannot also hand the part to another node. */
+static void check_fused(const ir_graph *one, const char *what) {
+    for (int i = 0; i < one->n_nodes; i++) {
+        const ir_node *n = &one->nodes[i];
+        if (n->op != IR_OP_FissionAccumulate || ir_attr_int(n, "fused", 0) != 1) continue;
+        int readers = 0;
+        for (int j = 0; j < one->n_nodes; j++)
+            for (int k = 0; k < one->nodes[j].n_in; k++) readers += one->nodes[j].in[k] == n->in[1];
+        if (readers != 1)
+            fail_msg("%s: fused accumulate '%s': its part has %d readers", what, n->name, readers);
+        n_fused_seen += ir_fission_accumulate_fused(one, n);
+    }
+}
+
 /* A fission case: the fissions fs (already checked), applied to g, every check above in the
  * eager and the memory-minimizing orders. */
 static void check_case(const ir_graph *g, rw_fission *fs, int nf, const int *comps,
@@ -319,6 +338,7 @@ static void check_case(const ir_graph *g, rw_fission *fs, int nf, const int *com
     assert_int_equal(g->n_nodes, n0);
     assert_true(ir_graph_hash(g) == h0);
     check_structure(g, one, fs, nf, comps, dg, touched, n_touched, what);
+    check_fused(one, what);
     tu_ref ref = {0};
     run_reference(g, &ref, what);
     print_message("%s: the original graph's eager peak is %zu B\n", what, ref.r32.peak_bytes);
@@ -384,6 +404,7 @@ static void test_mlp_batch(void **state) {
         snprintf(what, sizeof what, "mlp whole n=%d", parts[p]);
         check_case(g, &fa, 1, comps, dg, what);
     }
+    assert_true(n_fused_seen > 0); /* the weight gradients' Gemms add into their buffers */
     free(fwd);
     free(bwd);
     free(all);
