@@ -737,8 +737,10 @@ void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
  * through the largest drops (a whole-graph fission's n = 4 or 8), and once a plan is under the
  * limit its relaxed acceptance prunes every state above it, among them those that swaps and remats
  * would bring under it at a lower latency; a latency-bounded search explores those first. When
- * the first search does not meet the limit, the rounds run all the same over [start latency,
- * max(best's latency, XS_REFINE_MISSED_HI x start)]: above the limit Algorithm 3 frees the most
+ * the first search does not meet the limit, a second XS_MODE_MEM search from the start state gets
+ * half of what is left (the lower peak of the two is kept), and the rounds share the other half
+ * whether or not it met it, over [start latency, max(best's latency, XS_REFINE_MISSED_HI x
+ * start)]: above the limit Algorithm 3 frees the most
  * bytes first whatever they cost and can end where no single rewrite lowers the peak, where a
  * search ranked by memory within a latency bound takes the cheap rewrites first and gets further
  * (ResNet-50). Until one meets the limit, a round's plan of lower peak becomes the best. Needs a

@@ -15,7 +15,9 @@
  *    best state's chain replays to its fingerprint (races: TSan);
  *  - two and three threads sharing children (XS_SHARE_CHILDREN, the default on large graphs):
  *    the same search as one thread's, state for state (the same best, chain and number of
- *    children), with the large cache and with a one-graph cache and a small frontier. */
+ *    children), with the large cache and with a one-graph cache and a small frontier;
+ *  - BetterThan with a target, and --refine's rounds after a first search that missed the
+ *    memory limit. */
 #include "test-util.h"
 
 #include "explorer.h"
@@ -230,8 +232,7 @@ static void test_better_with_target(void **state) {
 
 /* --refine when Algorithm 3's quarter of the budget (2 of 8 states) does not reach the memory
  * limit: the latency-bounded rounds run all the same (they are what gets ResNet-50 there), and
- * the result is never above the first search's peak; a plan within the limit is the result
- * when any search found one. */
+ * the result is never above the first search's peak. */
 static void test_refine_after_missed_limit(void **state) {
     (void)state;
     xs_options o = {.mode = XS_MODE_MEM,
