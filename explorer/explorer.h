@@ -738,14 +738,21 @@ void xs_result_free(xs_result *r); /* NULL-safe, idempotent */
  * limit its relaxed acceptance prunes every state above it, among them those that swaps and remats
  * would bring under it at a lower latency; a latency-bounded search explores those first. When
  * the first search does not meet the limit, a second XS_MODE_MEM search from the start state gets
- * the rest of the budget (the lower peak of the two is kept), and the rounds run only if that one
- * meets it and time is left. Needs a budget in o; o's checkpoint and resume are not used. Not
- * Algorithm 3: plain xs_search is. */
+ * half of what is left (the lower peak of the two is kept), and the rounds share the other half
+ * whether or not it met it, over [start latency, max(best's latency, XS_REFINE_MISSED_HI x
+ * start)]: above the limit Algorithm 3 frees the most
+ * bytes first whatever they cost and can end where no single rewrite lowers the peak, where a
+ * search ranked by memory within a latency bound takes the cheap rewrites first and gets further
+ * (ResNet-50). Until one meets the limit, a round's plan of lower peak becomes the best. Needs a
+ * budget in o; o's checkpoint and resume are not used. Not Algorithm 3: plain xs_search is. */
 #define XS_REFINE_ROUNDS 3
 /* The first search finds its plan within the limit early (the largest drops first), then
  * mostly waits; the rounds need the time (BERT-base's plan within 0.4 of the peak is some 60
  * rewrites deep: 15 s on 2 threads). */
 #define XS_REFINE_FIRST_SHARE 0.25
+/* When the first search misses the limit, the rounds' range reaches at least this far over the
+ * start's latency (their first bound is then 1.125 of it). */
+#define XS_REFINE_MISSED_HI 1.25
 ir_status xs_search_refined(const ir_graph *g, const xs_options *o, xs_result *r, ir_diag *d);
 /* The relaxed BetterThan above on (peak bytes, latency) pairs, with xs_options.target (0: none). */
 bool xs_better(int mode, double limit, double target, size_t a_mem, double a_lat, size_t b_mem,

@@ -29,7 +29,10 @@ static bool key_better(double limit, double target, const xp_key *a, const xp_ke
     double x0 = fmax(a->k[0], limit), y0 = fmax(delta * b->k[0], limit);
     if (x0 != y0) return x0 < y0;
     double x1 = fmax(a->k[1], target), y1 = fmax(delta * b->k[1], target);
-    if (x1 != y1 || target <= 0) return x1 < y1;
+    /* equal and above the target: no tie-break, as without one (a latency tie-break among
+     * states of one peak sends a latency-bounded search along cheap rewrites that free
+     * nothing: ResNet-50, bound 1.144, 1,500 states: 0.448 of the eager peak against 0.356) */
+    if (x1 != y1 || target <= 0 || x1 > target) return x1 < y1;
     return a->k[0] < delta * b->k[0];
 }
 

@@ -15,7 +15,9 @@
  *    best state's chain replays to its fingerprint (races: TSan);
  *  - two and three threads sharing children (XS_SHARE_CHILDREN, the default on large graphs):
  *    the same search as one thread's, state for state (the same best, chain and number of
- *    children), with the large cache and with a one-graph cache and a small frontier. */
+ *    children), with the large cache and with a one-graph cache and a small frontier;
+ *  - BetterThan with a target, and --refine's rounds after a first search that missed the
+ *    memory limit. */
 #include "test-util.h"
 
 #include "explorer.h"
@@ -218,9 +220,39 @@ static void test_better_with_target(void **state) {
     assert_true(xs_better(lat, 1.0, 100, 110, 0.9, 120, 0.5, 1.0));
     assert_false(xs_better(lat, 1.0, 100, 10, 1.2, 90, 0.9, 1.0));
     assert_true(xs_better(lat, 1.0, 100, 80, 0.95, 90, 0.9, 1.1));
+    /* of one peak above the target, neither is the better (as without a target); within it,
+     * the faster is */
+    assert_false(xs_better(lat, 1.0, 100, 120, 0.5, 120, 0.9, 1.0));
+    assert_false(xs_better(lat, 1.0, 100, 120, 0.9, 120, 0.5, 1.0));
+    assert_true(xs_better(lat, 1.0, 100, 100, 0.5, 100, 0.9, 1.0));
     /* in memory mode the target is a latency: within both, the smaller peak wins */
     assert_true(xs_better(XS_MODE_MEM, 100, 1.0, 90, 0.9, 95, 0.8, 1.0));
     assert_false(xs_better(XS_MODE_MEM, 100, 0, 90, 0.9, 95, 0.8, 1.0));
+}
+
+/* --refine when Algorithm 3's quarter of the budget (2 of 8 states) does not reach the memory
+ * limit: the latency-bounded rounds run all the same (they are what gets ResNet-50 there), and
+ * the result is never above the first search's peak. */
+static void test_refine_after_missed_limit(void **state) {
+    (void)state;
+    xs_options o = {.mode = XS_MODE_MEM,
+                    .limit = 0.5 * (double)fx->eager_peak,
+                    .rules = XS_RULE_ALL,
+                    .threads = 1,
+                    .seed = 1,
+                    .max_states = 2,
+                    .cost = fx->cost};
+    xs_result first, r;
+    ir_diag d = {{0}};
+    if (xs_search(fx->g, &o, &first, &d) != IR_OK) fail_msg("search: %s", d.msg);
+    assert_true((double)first.best_peak_bytes > o.limit); /* the premise */
+    o.max_states = 8;
+    if (xs_search_refined(fx->g, &o, &r, &d) != IR_OK) fail_msg("refined: %s", d.msg);
+    assert_int_equal(r.refine_rounds, XS_REFINE_ROUNDS);
+    assert_true(r.best_peak_bytes <= first.best_peak_bytes);
+    assert_int_equal(r.best_fingerprint, ir_graph_hash(r.best));
+    xs_result_free(&first);
+    xs_result_free(&r);
 }
 
 static void test_two_threads(void **state) {
@@ -278,6 +310,7 @@ int main(void) {
         cmocka_unit_test(test_two_threads),
         cmocka_unit_test(test_share_children_is_one_thread_search),
         cmocka_unit_test(test_better_with_target),
+        cmocka_unit_test(test_refine_after_missed_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
