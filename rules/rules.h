@@ -34,7 +34,9 @@
  *              output instead of v. B may also read v through views (ir_value_view_of: a
  *              Reshape of v, a transposed operand of it, up to RW_REMAT_CHAIN_MAX links): then
  *              the Load gets copies of those views, and B and the other late readers of the view
- *              B reads read the copy. A view itself (v a view) is refused: it owns no bytes, its
+ *              B reads read the copy; the original views left without a reader are removed (no
+ *              node computes for nobody: the written plan would not have it, so the search must
+ *              not count it). A view itself (v a view) is refused: it owns no bytes, its
  *              base is what to swap. A remat of a view recomputes it for free (no kernel, no
  *              bytes: ir.h) and holds its base until B. Views own no bytes, so they are never
  *              hot-spots and never candidates themselves.
