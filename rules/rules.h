@@ -245,7 +245,8 @@ int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int fr
  * that is S itself (a valid S is convex); on a graph rewritten since, it adds what a rewrite put
  * inside the region (a copy rematerialized between two nodes of S), which then joins the
  * fission: MAGIS's schedule rules transform the one copy inside an F-Trans region, and the
- * copies are split with it. -1 (and *out NULL) when an id of S is not in g or out of memory. */
+ * copies are split with it. A node of S that a rewrite removed since (an unread view: RW_SWAP)
+ * is left out. -1 (and *out NULL) when an id of S was never in g or out of memory. */
 int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
 
 /* The one-copy graph of g under the fissions fs[0..n) (disjoint S; each passes
