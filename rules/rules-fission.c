@@ -497,8 +497,9 @@ int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out) {
     int lo = g->n_nodes, hi = -1, n = -1;
     if (!map || !mark) goto out;
     for (int j = 0; j < f->n_ids; j++) {
-        int i = f->ids[j] < g->next_node_id ? map[f->ids[j]] : -1;
-        if (i < 0) goto out;
+        if (f->ids[j] >= g->next_node_id) goto out;
+        int i = map[f->ids[j]];
+        if (i < 0) continue; /* removed by a rewrite since (a view a swap left unread) */
         mark[i] = 1;
         lo = i < lo ? i : lo;
         hi = i > hi ? i : hi;

@@ -103,16 +103,35 @@ static bool any_graph_output(const ir_graph *g, const ir_node *n) {
     return false;
 }
 
-/* Removes the nodes dead[i] != 0 and their output values (nobody may read them any more). */
+/* Removes the nodes dead[i] != 0, their output values (nobody may read them any more) and the
+ * constants only they read (a Reshape's shape), as the importer drops them from a written plan. */
 static ir_status remove_nodes(ir_graph *g, const unsigned char *dead, ir_diag *d) {
-    unsigned char *vdead = calloc((size_t)g->n_values + 1, 1);
-    if (!vdead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
+    unsigned char *vdead = calloc((size_t)g->n_values + 1, 1),
+                  *read = calloc((size_t)g->n_values + 1, 1);
+    if (!vdead || !read) {
+        free(vdead);
+        free(read);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing nodes");
+    }
     for (int i = 0; i < g->n_nodes; i++)
-        if (dead[i])
-            for (int k = 0; k < g->nodes[i].n_out; k++)
-                if (g->nodes[i].out[k] >= 0) vdead[g->nodes[i].out[k]] = 1;
+        for (int k = 0; k < g->nodes[i].n_in && !dead[i]; k++)
+            if (g->nodes[i].in[k] >= 0) read[g->nodes[i].in[k]] = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!dead[i]) continue;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) vdead[n->out[k]] = 1;
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v >= 0 && !read[v] && g->values[v].producer < 0 &&
+                (g->values[v].flags & IR_VF_CONST) &&
+                !(g->values[v].flags & (IR_VF_INPUT | IR_VF_OUTPUT)))
+                vdead[v] = 1;
+        }
+    }
     ir_status st = rw_remove(g, dead, vdead, d);
     free(vdead);
+    free(read);
     return st;
 }
 
@@ -406,6 +425,33 @@ static int view_path(const ir_graph *g, const ir_node *n, int v, int *chain) {
     return 0;
 }
 
+/* The views chain[0..n) (view_path's, lowest first; chain[c + 1] reads chain[c]) that a swap left
+ * without a reader, removed from the top down: when every reader of the view B read was late,
+ * they all read the copies over the Load now, and the original views would stay in the graph for
+ * nobody. Left there, the search would count them (a Transpose that no MatMul reads is a copy
+ * again: a kernel, and its bytes at its step) and the written plan would not have them (the
+ * importer drops nodes nobody reads), so the search's latency and peak would not be the plan's. */
+static ir_status remove_unread_views(ir_graph *g, const int *chain, int n, rw_touch_set *t,
+                                     ir_diag *d) {
+    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
+    if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory removing views");
+    bool any = false;
+    for (int c = n - 1; c >= 0; c--) {
+        const ir_node *x = &g->nodes[chain[c]];
+        int above = c + 1 < n ? chain[c + 1] : -1; /* removed already, or none */
+        bool read = any_graph_output(g, x);
+        for (int k = 0; k < x->n_out && !read; k++)
+            read = x->out[k] >= 0 && value_used(g, x->out[k], above);
+        if (read) break;
+        dead[chain[c]] = 1;
+        rw_touch(t, x->id);
+        any = true;
+    }
+    ir_status st = any ? remove_nodes(g, dead, d) : IR_OK;
+    free(dead);
+    return st;
+}
+
 static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
     int ia, ib, v, chain[RW_REMAT_CHAIN_MAX], n_chain = 0;
     ir_status st;
@@ -467,6 +513,7 @@ static ir_status apply_swap(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, i
     }
     free(anc);
     free(remap);
+    if (st == IR_OK && n_chain > 0) st = remove_unread_views(g, chain, n_chain, t, d);
     return st;
 }
 

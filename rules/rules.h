@@ -34,7 +34,9 @@
  *              output instead of v. B may also read v through views (ir_value_view_of: a
  *              Reshape of v, a transposed operand of it, up to RW_REMAT_CHAIN_MAX links): then
  *              the Load gets copies of those views, and B and the other late readers of the view
- *              B reads read the copy. A view itself (v a view) is refused: it owns no bytes, its
+ *              B reads read the copy; the original views left without a reader are removed (no
+ *              node computes for nobody: the written plan would not have it, so the search must
+ *              not count it). A view itself (v a view) is refused: it owns no bytes, its
  *              base is what to swap. A remat of a view recomputes it for free (no kernel, no
  *              bytes: ir.h) and holds its base until B. Views own no bytes, so they are never
  *              hot-spots and never candidates themselves.
@@ -243,7 +245,8 @@ int rw_fission_break_at(const ir_graph *g, const rw_dgraph *dg, int comp, int fr
  * that is S itself (a valid S is convex); on a graph rewritten since, it adds what a rewrite put
  * inside the region (a copy rematerialized between two nodes of S), which then joins the
  * fission: MAGIS's schedule rules transform the one copy inside an F-Trans region, and the
- * copies are split with it. -1 (and *out NULL) when an id of S is not in g or out of memory. */
+ * copies are split with it. A node of S that a rewrite removed since (an unread view: RW_SWAP)
+ * is left out. -1 (and *out NULL) when an id of S was never in g or out of memory. */
 int rw_fission_closure(const ir_graph *g, const rw_fission *f, uint32_t **out);
 
 /* The one-copy graph of g under the fissions fs[0..n) (disjoint S; each passes
