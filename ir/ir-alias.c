@@ -82,7 +82,15 @@ int ir_value_alias_of(const ir_graph *g, int v) {
 /* base[v] = ir_value_view_of(g, v) for every value, in O(nodes + values). */
 static void view_bases(const ir_graph *g, int *base) {
     enum { UNREAD = -2, GEMM_ONLY = -3, COPY = -4 }; /* a Transpose candidate's readers so far */
-    for (int v = 0; v < g->n_values; v++) {
+    for (int v = 0; v < g->n_values; v++) base[v] = -1;
+    /* Only output 0 of a view op can be a candidate: visit those instead of every value (this
+     * runs in every topological sort and buffer-root pass of the search). */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->n_out < 1 || n->out[0] < 0 || n->out[0] >= g->n_values) continue;
+        const ir_op_def *def = ir_op_get(n->op);
+        if (!def || !(def->flags & IR_OPF_VIEW)) continue;
+        int v = n->out[0];
         base[v] = view_candidate(g, v);
         if (base[v] >= 0 && is_transpose_output(g, v))
             base[v] = (g->values[v].flags & IR_VF_OUTPUT) ? COPY : UNREAD;
@@ -163,7 +171,7 @@ bool ir_graph_overwriters(const ir_graph *g, bool taken_only, int *owner) {
         free(viewed);
         return false;
     }
-    viewed_by_outputs(g, viewed);
+    if (taken_only) viewed_by_outputs(g, viewed); /* only ir_inplace_input below reads it */
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];

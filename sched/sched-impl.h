@@ -25,6 +25,15 @@
 
 #include <stdint.h>
 
+/* Set bits of x. __builtin_popcountll is an out-of-line libgcc call unless the target has POPCNT
+ * (the default x86-64 target does not), and the DP's bitset counts are hot. */
+static inline int sdp_popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* Facts about g every window needs; built once (sdp_ctx_init) and read-only afterwards apart
  * from the scratch map. Lists are CSR (off[i]..off[i+1]) and hold distinct entries. */
 typedef struct sdp_ctx {

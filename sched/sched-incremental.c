@@ -228,8 +228,8 @@ static int partition(inc *c, int m) {
     for (int i = 0; i < m; i++) {
         int rel = 0;
         for (size_t w = 0; w < wpr; w++)
-            rel += __builtin_popcountll(c->anc[wpr * (size_t)i + w]) +
-                   __builtin_popcountll(c->des[wpr * (size_t)i + w]);
+            rel += sdp_popcount64(c->anc[wpr * (size_t)i + w]) +
+                   sdp_popcount64(c->des[wpr * (size_t)i + w]);
         cut[i] = m - rel - 1 <= 1;
     }
     int parts = 0;

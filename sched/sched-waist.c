@@ -30,7 +30,7 @@ static void count_block(const sdp_ctx *c, bool up, int c0, int words, uint64_t *
             if (p >= c0 && p < c1) row[(p - c0) >> 6] |= 1ull << ((p - c0) & 63);
         }
         int k = 0;
-        for (int w = 0; w < words; w++) k += __builtin_popcountll(row[w]);
+        for (int w = 0; w < words; w++) k += sdp_popcount64(row[w]);
         cnt[v] += k;
     }
 }
