@@ -290,8 +290,9 @@ static inline const char *tu_magpie_bin(void) {
 static inline void tu_magpie(tu_proc *p, const char *args) {
     char err_path[64], cmd[4096], src[1024];
     snprintf(err_path, sizeof err_path, "/tmp/magpie-test-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", tu_src_path("", src, sizeof src),
-             tu_magpie_bin(), args, err_path);
+    int len = snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'",
+                       tu_src_path("", src, sizeof src), tu_magpie_bin(), args, err_path);
+    assert_true(len > 0 && (size_t)len < sizeof cmd); /* a cut command would run something else */
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t n = fread(p->out, 1, sizeof p->out - 1, f);

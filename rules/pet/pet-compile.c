@@ -837,7 +837,7 @@ static ir_status c_einsum(cc *c, int ni, const ir_node *n) {
         return ir_node_fail(c->d, IR_ERR_UNSUPPORTED, n,
                             "PET verifies Einsum of one or two operands without diagonals");
     if ((st = ir_einsum_of(c->g, n, &e, c->d))) return st;
-    int x[2], lab_n[2], y;
+    int x[2] = {-1, -1}, lab_n[2] = {0, 0}, y; /* x[1] unused with one operand */
     int8_t lab[2][IR_MAX_RANK];
     bool in[2][IR_EINSUM_MAX_LABELS] = {{false}}, sum[2][IR_EINSUM_MAX_LABELS] = {{false}};
     for (int k = 0; k < e.n_ops; k++) {
