@@ -50,6 +50,11 @@ ir_status rw_finish_graph(ir_graph *g, ir_diag *d);
 ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned char *dead_value,
                     ir_diag *d);
 
+/* Marks in dead_value the constant inputs of removed node n that no surviving node reads
+ * (read[v] != 0): a constant no graph input or output names goes with its last reader. */
+void rw_mark_unread_constants(const ir_graph *g, const ir_node *n, const unsigned char *read,
+                              unsigned char *dead_value);
+
 /* ---------------------------------------------------------------- dimension graph */
 
 /* Vertices: value v's dimension d is vertex voff[v] + RW_DG_SLOTS * d, its inner factor the

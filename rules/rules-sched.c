@@ -121,13 +121,7 @@ static ir_status remove_nodes(ir_graph *g, const unsigned char *dead, ir_diag *d
         if (!dead[i]) continue;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0) vdead[n->out[k]] = 1;
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v >= 0 && !read[v] && g->values[v].producer < 0 &&
-                (g->values[v].flags & IR_VF_CONST) &&
-                !(g->values[v].flags & (IR_VF_INPUT | IR_VF_OUTPUT)))
-                vdead[v] = 1;
-        }
+        rw_mark_unread_constants(g, n, read, vdead);
     }
     ir_status st = rw_remove(g, dead, vdead, d);
     free(vdead);

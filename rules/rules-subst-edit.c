@@ -176,13 +176,7 @@ ir_status rw_edit_commit(rw_edit *e) {
                 IR_ASSERT(!read[n->out[k]] && !rw_is_output(g, n->out[k]));
                 vdead[n->out[k]] = 1;
             }
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v >= 0 && !read[v] && g->values[v].producer < 0 &&
-                (g->values[v].flags & IR_VF_CONST) &&
-                !(g->values[v].flags & (IR_VF_INPUT | IR_VF_OUTPUT)))
-                vdead[v] = 1;
-        }
+        rw_mark_unread_constants(g, n, read, vdead);
     }
     if (e->dead_val >= 0) {
         IR_ASSERT(!read[e->dead_val] && !rw_is_output(g, e->dead_val));

@@ -175,6 +175,16 @@ ir_status rw_finish_graph(ir_graph *g, ir_diag *d) {
     return ir_graph_validate(g, d);
 }
 
+void rw_mark_unread_constants(const ir_graph *g, const ir_node *n, const unsigned char *read,
+                              unsigned char *dead_value) {
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v >= 0 && !read[v] && g->values[v].producer < 0 && (g->values[v].flags & IR_VF_CONST) &&
+            !(g->values[v].flags & (IR_VF_INPUT | IR_VF_OUTPUT)))
+            dead_value[v] = 1;
+    }
+}
+
 ir_status rw_remove(ir_graph *g, const unsigned char *dead_node, const unsigned char *dead_value,
                     ir_diag *d) {
     int nv = g->n_values, nn = g->n_nodes;
