@@ -72,6 +72,33 @@ run() { # out bin model threads secs [extra...]
     -o "$work/o.$RANDOM" "$@" >"$out" 2>/dev/null || true
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# One repetition of the threads comparison: a 1-thread search, two 1-thread searches at once
+# (the control), one 2-thread search, each with `run`'s SECS and EXTRA. Sets l (the load),
+# s1 a b s2 (states/s), f1 f2 (the 1- and 2-thread best fingerprints), tr cr of (2t/1t, the
+# control, their ratio; of is appended to r.q), u1 ua ub u2 (the workers' CPU seconds: on a
+# loaded machine a process's threads share its time slice) and i2 (the 2-thread workers' idle
+# seconds).
+pair_round() { # bin model secs [extra...]
+  local bin=$1 model=$2 secs=$3
+  shift 3
+  l=$(load)
+  run "$work/one.json" "$bin" "$model" 1 "$secs" "$@"
+  run "$work/c1.json" "$bin" "$model" 1 "$secs" "$@" &
+  run "$work/c2.json" "$bin" "$model" 1 "$secs" "$@" &
+  wait
+  run "$work/two.json" "$bin" "$model" 2 "$secs" "$@"
+  read -r s1 _ _ f1 <<<"$(figures "$work/one.json")"
+  read -r a _ _ _ <<<"$(figures "$work/c1.json")"
+  read -r b _ _ _ <<<"$(figures "$work/c2.json")"
+  read -r s2 _ _ f2 <<<"$(figures "$work/two.json")"
+  read -r tr cr of <<<"$(awk -v s1="$s1" -v s2="$s2" -v a="$a" -v b="$b" \
+    'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')"
+  echo "$of" >>"$work/r.q"
+  read -r u1 _ <<<"$(workers "$work/one.json")"
+  read -r ua _ <<<"$(workers "$work/c1.json")"
+  read -r ub _ <<<"$(workers "$work/c2.json")"
+  read -r u2 i2 <<<"$(workers "$work/two.json")"
+}
 
 mode=${1:?speed, threads, work, same, cpu or side}
 shift
@@ -100,26 +127,7 @@ threads)
   for model in gpt bert; do
     : >"$work/r.q"
     for rep in $(seq 1 "$reps"); do
-      l=$(load)
-      run "$work/one.json" "$bin" $model 1 "$secs"
-      run "$work/c1.json" "$bin" $model 1 "$secs" &
-      run "$work/c2.json" "$bin" $model 1 "$secs" &
-      wait
-      run "$work/two.json" "$bin" $model 2 "$secs"
-      read -r s1 _ _ _ <<<"$(figures "$work/one.json")"
-      read -r a _ _ _ <<<"$(figures "$work/c1.json")"
-      read -r b _ _ _ <<<"$(figures "$work/c2.json")"
-      read -r s2 _ _ _ <<<"$(figures "$work/two.json")"
-      q=$(awk -v s1="$s1" -v s2="$s2" -v a="$a" -v b="$b" \
-        'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')
-      read -r tr cr of <<<"$q"
-      echo "$of" >>"$work/r.q"
-      # CPU seconds the workers got (one search; the pair; two threads) and the 2-thread
-      # workers' idle seconds: on a loaded machine a process's threads share its time slice
-      read -r u1 _ <<<"$(workers "$work/one.json")"
-      read -r ua _ <<<"$(workers "$work/c1.json")"
-      read -r ub _ <<<"$(workers "$work/c2.json")"
-      read -r u2 i2 <<<"$(workers "$work/two.json")"
+      pair_round "$bin" $model "$secs"
       printf "%-5s rep %d load %5s  1t %6.1f  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s  cpu-s 1t %s pair %s+%s 2t %s (idle %s)\n" \
         $model "$rep" "$l" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of" "$u1" "$ua" "$ub" "$u2" "$i2"
     done
@@ -136,24 +144,7 @@ work)
   for model in ${MODELS:-gpt bert}; do
     : >"$work/r.q"
     for rep in $(seq 1 "$reps"); do
-      l=$(load)
-      run "$work/one.json" "$bin" $model 1 600 --max-states "$k"
-      run "$work/c1.json" "$bin" $model 1 600 --max-states "$k" &
-      run "$work/c2.json" "$bin" $model 1 600 --max-states "$k" &
-      wait
-      run "$work/two.json" "$bin" $model 2 600 --max-states "$k"
-      read -r s1 _ _ f1 <<<"$(figures "$work/one.json")"
-      read -r a _ _ _ <<<"$(figures "$work/c1.json")"
-      read -r b _ _ _ <<<"$(figures "$work/c2.json")"
-      read -r s2 _ _ f2 <<<"$(figures "$work/two.json")"
-      q=$(awk -v s1="$s1" -v s2="$s2" -v a="$a" -v b="$b" \
-        'BEGIN {printf "%.2f %.2f %.2f", s2 / s1, (a + b) / s1, (s2 / s1) / ((a + b) / s1)}')
-      read -r tr cr of <<<"$q"
-      echo "$of" >>"$work/r.q"
-      read -r u1 _ <<<"$(workers "$work/one.json")"
-      read -r ua _ <<<"$(workers "$work/c1.json")"
-      read -r ub _ <<<"$(workers "$work/c2.json")"
-      read -r u2 i2 <<<"$(workers "$work/two.json")"
+      pair_round "$bin" $model 600 --max-states "$k"
       printf "%-5s rep %d load %5s  %d states: 1t %6.1f st/s  2x1t %6.1f+%6.1f  2t %6.1f  2t/1t %s  control %s  of control %s  cpu-s 1t %s pair %s+%s 2t %s (idle %s)  same plan %s\n" \
         $model "$rep" "$l" "$k" "$s1" "$a" "$b" "$s2" "$tr" "$cr" "$of" "$u1" "$ua" "$ub" "$u2" "$i2" \
         "$([ "$f1" = "$f2" ] && echo yes || echo NO)"
