@@ -31,7 +31,8 @@ typedef struct fx {
 
 static bool exists(const fx *f, const char *file) {
     char p[2048];
-    snprintf(p, sizeof p, "%s/%s", f->dir, file);
+    if (snprintf(p, sizeof p, "%s/%s", f->dir, file) >= (int)sizeof p)
+        fail_msg("%s: path too long: %s/%s", f->name, f->dir, file);
     return access(p, R_OK) == 0;
 }
 
@@ -39,7 +40,8 @@ static ir_blob *read_npy(const fx *f, const char *file, ir_dtype *t, ir_shape *s
     char p[2048];
     ir_diag d = {{0}};
     ir_blob *b = NULL;
-    snprintf(p, sizeof p, "%s/%s", f->dir, file);
+    if (snprintf(p, sizeof p, "%s/%s", f->dir, file) >= (int)sizeof p)
+        fail_msg("%s: path too long: %s/%s", f->name, f->dir, file);
     if (ir_npy_read(p, t, s, &b, &d) != IR_OK) fail_msg("%s: %s", f->name, d.msg);
     return b;
 }
