@@ -247,12 +247,50 @@ static void test_bn_break_reason(void **state) {
     ir_graph_free(g);
 }
 
+/* The corpus's batch-norm models (structure only), their batch norms in two phases: nothing but a
+ * random op stops their batch. The U-Net's (ConvTranspose, Concat, MaxPool, --loss mse) runs
+ * through the whole training graph; EfficientNet-B0's (squeeze-excitation pools and broadcasts,
+ * SiLU as Sigmoid and Mul, --loss ce) stops only at the classifier's Dropout(0.2), which draws. */
+static void check_corpus_breaks(const char *name, ir_loss_kind loss, const char *expect) {
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "tests/fixtures/corpus/%s.onnx", name);
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
+    if (!fwd) fail_msg("import %s: %s", name, d.msg);
+    int n_bn;
+    ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
+    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    assert_true(n_bn > 0);
+    ir_train_opts to = {.loss = loss, .optimizer = IR_OPTIM_SGD, .lr = 0.01};
+    ir_graph *tg = ir_build_training(two, &to, &st, &d);
+    if (!tg) fail_msg("%s: training graph: %s", name, d.msg);
+    rw_dgraph *dg = rw_dgraph_build(tg);
+    int comp = rw_dgraph_value_comp(dg, tg->inputs[0], 0), n = 0;
+    assert_true(comp >= 0);
+    for (int from = 0, b; (b = rw_fission_break_at(tg, dg, comp, from, &d)) >= 0; from = b + 1) {
+        if (!expect || strcmp(tg->nodes[b].name, expect) != 0)
+            fail_msg("%s: the batch is broken: %s", name, d.msg);
+        n++;
+    }
+    assert_int_equal(n, expect ? 1 : 0);
+    rw_dgraph_free(dg);
+    ir_graph_free(tg);
+    ir_graph_free(two);
+    ir_graph_free(fwd);
+}
+
+static void test_corpus_breaks(void **state) {
+    (void)state;
+    check_corpus_breaks("unet_bn_train", IR_LOSS_MSE, NULL);
+    check_corpus_breaks("efficientnet_b0", IR_LOSS_CE, "/classifier/classifier.0/Dropout");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bn_forward),
-        cmocka_unit_test(test_cnn_bn_train),
-        cmocka_unit_test(test_unet_transpose_train),
-        cmocka_unit_test(test_bn_break_reason),
+        cmocka_unit_test(test_bn_forward),           cmocka_unit_test(test_cnn_bn_train),
+        cmocka_unit_test(test_unet_transpose_train), cmocka_unit_test(test_bn_break_reason),
+        cmocka_unit_test(test_corpus_breaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
