@@ -31,9 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ops-norm.c's rule (ir_bn_training, private to ir/): training_mode, or for the opset-9 form
- * without it, more than one output. */
-static bool bn_training(const ir_node *n) {
+/* ops-norm.c's rule (ir_bn_training, private to ir/) for the forward: training_mode, or for the
+ * opset-9 form without it, more than one output; the backward's builder always sets
+ * training_mode (ops-grad-norm.c). */
+bool rw_bn_batch_stats(const ir_node *n) {
+    if (n->op == IR_OP_BatchNormGrad) return ir_attr_int(n, "training_mode", 0) != 0;
+    if (n->op != IR_OP_BatchNormalization) return false;
     int64_t tm = ir_attr_int(n, "training_mode", -1);
     if (tm >= 0) return tm != 0;
     for (int i = 1; i < n->n_out; i++)
@@ -178,7 +181,7 @@ ir_graph *rw_bn_two_phase(const ir_graph *g0, int *n_done, ir_diag *d) {
     int n0 = g->n_nodes;
     ir_status st = IR_OK;
     for (int i = 0; i < n0 && st == IR_OK; i++)
-        if (g->nodes[i].op == IR_OP_BatchNormalization && bn_training(&g->nodes[i])) {
+        if (g->nodes[i].op == IR_OP_BatchNormalization && rw_bn_batch_stats(&g->nodes[i])) {
             st = decompose(g, i, d);
             ++*n_done;
         }

@@ -117,6 +117,22 @@ static ir_status check_node(const ir_graph *g, const rw_dgraph *dg, int i, int c
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: a random op (parts would draw anew)");
     if (def->flags & IR_OPF_INPLACE)
         return ir_node_fail(d, IR_ERR_INVALID, n, "fission: an in-place update");
+    if (rw_bn_batch_stats(n)) {
+        /* The reason a user needs (inspect --fission): the generic ones below would say "no
+         * dimension in D" or "outputs with and without", which names no cause. Only the message
+         * differs: check_edges refuses an input split along a dim that the node does not link. */
+        int first_x = n->op == IR_OP_BatchNormGrad ? 1 : 0;
+        for (int k = 0; k <= first_x; k++) {
+            int v = n->in[k], dim;
+            if (v < 0 || dims_in(dg, v, comp, &dim) == 0 || dim == 1) continue;
+            return ir_node_fail(d, IR_ERR_INVALID, n,
+                                "fission: %s batch norm in training mode, whose batch statistics "
+                                "are a reduction over D (dim %d of '%s'): no part can compute "
+                                "them alone",
+                                n->op == IR_OP_BatchNormGrad ? "the backward of a" : "a", dim,
+                                g->values[v].name);
+        }
+    }
     int with = 0, without = 0;
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k], dim;

@@ -107,6 +107,11 @@ void rw_fission_info_free(rw_fission_info *fi); /* NULL-safe, idempotent */
 /* True for the ops a fission adds (FissionBuffer, FissionSlice, FissionAssemble,
  * FissionAccumulate): they never belong to another fission's S. */
 bool rw_is_fission_op(ir_op_kind op);
+/* True for a training-mode BatchNormalization (training_mode set, or the opset-9 form with its
+ * statistics outputs) and a training-mode BatchNormGrad (rules-bn.c): the batch statistics they
+ * compute are a reduction over every axis of X but the channels, which the dimension graph
+ * therefore leaves unlinked. */
+bool rw_bn_batch_stats(const ir_node *n);
 
 /* ---------------------------------------------------------------- substitution edits
  * (rules-subst-edit.c) Shared by the substitution rules: predicates on what a matcher looks

@@ -378,8 +378,10 @@ static void test_inspect_fission(void **state) {
     assert_non_null(strstr(p.out, "F-Tree"));
     assert_non_null(strstr(p.out, "batch        input[0] (length 2)"));
     assert_non_null(strstr(p.out, "first break: node '/features/features.1/BatchNormalization' "
-                                  "(BatchNormalization): fission: has no dimension and no reduce "
-                                  "axis in D"));
+                                  "(BatchNormalization): fission: a batch norm in training mode, "
+                                  "whose batch statistics are a reduction over D (dim 0 of "
+                                  "'/features/features.0/Conv_output_0'): no part can compute "
+                                  "them alone"));
     assert_null(strstr(p.out, "eager peak")); /* --fission replaces the summary */
     assert_string_equal(p.err, "");
     proc_free(&p);
@@ -398,7 +400,8 @@ static void test_inspect_fission(void **state) {
     assert_non_null(strstr(batch, "\"input\":\"input\""));
     assert_non_null(strstr(batch, "\"first_break\":{\"node\":\"/features/features.1/"
                                   "BatchNormalization\",\"op\":\"BatchNormalization\",\"reason\":"
-                                  "\"fission: has no dimension"));
+                                  "\"fission: a batch norm in training mode, whose batch "
+                                  "statistics"));
     assert_non_null(strstr(batch, "\"breaks\":2,"));
     proc_free(&p);
 

@@ -189,11 +189,108 @@ static void test_unet_transpose_train(void **state) {
     check_fixture("unet_transpose_train", 14);
 }
 
+/* What inspect --fission says of a fused training-mode batch norm (rw_fission_break_at): the
+ * forward's and the backward's reason name the batch statistics and the input they reduce, where
+ * the generic rule said "has no dimension and no reduce axis in D"; an inference-mode batch norm
+ * links the batch and stops nothing. */
+static void test_bn_break_reason(void **state) {
+    (void)state;
+    char path[1024];
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *fwd = ir_onnx_load(
+        tu_src_path("tests/fixtures/numeric/cnn_bn_train/model.onnx", path, sizeof path), NULL, &st,
+        &d);
+    if (!fwd) fail_msg("import: %s", d.msg);
+    ir_train_opts to = {.loss = IR_LOSS_MSE};
+    ir_graph *tg = ir_build_training(fwd, &to, &st, &d);
+    if (!tg) fail_msg("training graph: %s", d.msg);
+    rw_dgraph *dg = rw_dgraph_build(tg);
+    int comp = rw_dgraph_value_comp(dg, tg->inputs[0], 0);
+    assert_true(comp >= 0);
+    int brk = rw_fission_break_at(tg, dg, comp, 0, &d);
+    assert_true(brk >= 0);
+    assert_int_equal(tg->nodes[brk].op, IR_OP_BatchNormalization);
+    if (!strstr(d.msg, "a batch norm in training mode, whose batch statistics are a reduction "
+                       "over D (dim 0 of "))
+        fail_msg("forward: %s", d.msg);
+    bool grad = false;
+    for (int from = brk + 1; !grad && (brk = rw_fission_break_at(tg, dg, comp, from, &d)) >= 0;
+         from = brk + 1) {
+        if (tg->nodes[brk].op != IR_OP_BatchNormGrad) continue;
+        grad = true;
+        if (!strstr(d.msg, "the backward of a batch norm in training mode"))
+            fail_msg("backward: %s", d.msg);
+    }
+    assert_true(grad);
+    rw_dgraph_free(dg);
+    ir_graph_free(tg);
+    ir_graph_free(fwd);
+
+    /* inference mode: x [8, 3, 4, 4] -> BatchNormalization (training_mode 0) -> Relu */
+    ir_graph *g = ir_graph_new();
+    ir_shape xs = TU_SHAPE(8, 3, 4, 4);
+    int x = ir_graph_add_value(g, "x", IR_F32, &xs);
+    ir_graph_add_input(g, x);
+    g->values[x].flags |= IR_VF_DATA;
+    int sc = add_param(g, "scale", 3, 0.5f, 0.25f), bi = add_param(g, "bias", 3, -0.1f, 0.1f),
+        rm = add_param(g, "rmean", 3, 1.0f, 1.0f), rv = add_param(g, "rvar", 3, 2.0f, 0.5f);
+    int y, r;
+    ir_attr a = tu_attr_int("training_mode", 0);
+    tu_add_node1(g, IR_OP_BatchNormalization, "bn", 5, (int[]){x, sc, bi, rm, rv}, 1, &a, &y);
+    tu_add_node1(g, IR_OP_Relu, "relu", 1, &y, 0, NULL, &r);
+    ir_graph_add_output(g, r);
+    dg = rw_dgraph_build(g);
+    comp = rw_dgraph_value_comp(dg, x, 0);
+    assert_int_equal(rw_fission_break_at(g, dg, comp, 0, &d), -1);
+    rw_dgraph_free(dg);
+    ir_graph_free(g);
+}
+
+/* The corpus's batch-norm models (structure only), their batch norms in two phases: nothing but a
+ * random op stops their batch. The U-Net's (ConvTranspose, Concat, MaxPool, --loss mse) runs
+ * through the whole training graph; EfficientNet-B0's (squeeze-excitation pools and broadcasts,
+ * SiLU as Sigmoid and Mul, --loss ce) stops only at the classifier's Dropout(0.2), which draws. */
+static void check_corpus_breaks(const char *name, ir_loss_kind loss, const char *expect) {
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "tests/fixtures/corpus/%s.onnx", name);
+    ir_diag d = {{0}};
+    ir_status st;
+    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
+    if (!fwd) fail_msg("import %s: %s", name, d.msg);
+    int n_bn;
+    ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
+    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    assert_true(n_bn > 0);
+    ir_train_opts to = {.loss = loss, .optimizer = IR_OPTIM_SGD, .lr = 0.01};
+    ir_graph *tg = ir_build_training(two, &to, &st, &d);
+    if (!tg) fail_msg("%s: training graph: %s", name, d.msg);
+    rw_dgraph *dg = rw_dgraph_build(tg);
+    int comp = rw_dgraph_value_comp(dg, tg->inputs[0], 0), n = 0;
+    assert_true(comp >= 0);
+    for (int from = 0, b; (b = rw_fission_break_at(tg, dg, comp, from, &d)) >= 0; from = b + 1) {
+        if (!expect || strcmp(tg->nodes[b].name, expect) != 0)
+            fail_msg("%s: the batch is broken: %s", name, d.msg);
+        n++;
+    }
+    assert_int_equal(n, expect ? 1 : 0);
+    rw_dgraph_free(dg);
+    ir_graph_free(tg);
+    ir_graph_free(two);
+    ir_graph_free(fwd);
+}
+
+static void test_corpus_breaks(void **state) {
+    (void)state;
+    check_corpus_breaks("unet_bn_train", IR_LOSS_MSE, NULL);
+    check_corpus_breaks("efficientnet_b0", IR_LOSS_CE, "/classifier/classifier.0/Dropout");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bn_forward),
-        cmocka_unit_test(test_cnn_bn_train),
-        cmocka_unit_test(test_unet_transpose_train),
+        cmocka_unit_test(test_bn_forward),           cmocka_unit_test(test_cnn_bn_train),
+        cmocka_unit_test(test_unet_transpose_train), cmocka_unit_test(test_bn_break_reason),
+        cmocka_unit_test(test_corpus_breaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
