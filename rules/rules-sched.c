@@ -665,6 +665,36 @@ static void readers_unmark(const int *users, int nu, unsigned char *mark) {
     if (nu > 0) memset(mark + users[0], 0, (size_t)(users[nu - 1] - users[0] + 1));
 }
 
+/* For a remat for B = node ib that reads v through the views skip[0..ns) (view_path's): is a
+ * reader of v other than those views an ancestor of B? The views are ancestors of B and read v,
+ * but the rewrite removes them once B reads their copies, so they keep nothing (apply_remat
+ * refuses it then). A reverse search from ib, as reader_is_ancestor's; seen (n bytes, zero) and
+ * stack (n ints) are scratch, seen zero again on return. Only for readers through views, which
+ * are few. */
+static bool kept_beside_views(const ir_graph *g, const int *users, int nu, int ib, const int *skip,
+                              int ns, unsigned char *seen, int *stack) {
+    int lo = ib;
+    for (int u = 0; u < nu; u++) lo = users[u] < lo ? users[u] : lo;
+    int top = 0, n_seen = 0;
+    bool found = false;
+    stack[top++] = ib;
+    seen[ib] = 1;
+    while (n_seen < top && !found) {
+        const ir_node *n = &g->nodes[stack[n_seen++]];
+        for (int k = 0; k < n->n_in && !found; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p < lo || seen[p]) continue;
+            seen[p] = 1;
+            stack[top++] = p;
+            bool view = false;
+            for (int c = 0; c < ns; c++) view |= skip[c] == p;
+            for (int u = 0; u < nu && !view; u++) found |= users[u] == p;
+        }
+    }
+    for (int j = 0; j < top; j++) seen[stack[j]] = 0;
+    return found;
+}
+
 /* Could an RW_REMAT_CHAIN of A for a reader at step sb recompute a producer with A? Only if an
  * input of A has a recomputable producer whose outputs all die before sb under m (the order at
  * hand): that is necessary for them to have only ancestors of B as readers, which rw_apply then
@@ -756,6 +786,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
                     abort(); /* the one pass and the per-reader search disagree */
 #endif
                 if (pass == 0 && !(mark[users[u]] & 2)) continue;
+                int vc[RW_REMAT_CHAIN_MAX], nvc;
+                if (pass == 0 && !node_reads(b, v) && (nvc = view_path(g, b, v, vc)) > 0 &&
+                    !kept_beside_views(g, users, nu, users[u], vc, nvc, seen, stack))
+                    continue;
                 rw_rewrite r = {.kind = pass == 0 ? RW_REMAT : RW_SWAP,
                                 .node_id = a->id,
                                 .value = k,
