@@ -186,22 +186,6 @@ static ir_status need_node(const ir_graph *g, uint32_t id, const char *role, int
     return IR_OK;
 }
 
-/* The value v = A.out[r->value] and user B of a remat or swap. */
-static ir_status value_and_user(const ir_graph *g, const rw_rewrite *r, int *ia, int *ib, int *v,
-                                ir_diag *d) {
-    ir_status st;
-    if ((st = need_node(g, r->node_id, "producer", ia, d)) != IR_OK) return st;
-    if ((st = need_node(g, r->user_id, "user", ib, d)) != IR_OK) return st;
-    const ir_node *a = &g->nodes[*ia];
-    if (r->value < 0 || r->value >= a->n_out || a->out[r->value] < 0)
-        return ir_node_fail(d, IR_ERR_INVALID, a, "rewrite: no output %d", r->value);
-    *v = a->out[r->value];
-    if (*ia == *ib || !node_reads(&g->nodes[*ib], *v))
-        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[*ib], "rewrite: does not read '%s'",
-                            g->values[*v].name);
-    return IR_OK;
-}
-
 /* The ancestors of node ib, by one reverse sweep (g->nodes is topological); ib itself is not
  * marked. NULL when out of memory. */
 static unsigned char *ancestors_of(const ir_graph *g, int ib) {
@@ -321,82 +305,6 @@ static ir_status add_copy(ir_graph *g, int i, int *remap, uint32_t *id, ir_diag 
     return st;
 }
 
-static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
-    int ia, ib, v = -1, chain[RW_REMAT_CHAIN_MAX], n_chain = 1;
-    ir_status st = value_and_user(g, r, &ia, &ib, &v, d);
-    if (st != IR_OK) return st;
-    if (!recomputable(&g->nodes[ia]))
-        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
-                            "rewrite: this op cannot be rematerialized");
-    uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, first_new = g->next_node_id;
-    int n_values = g->n_values;
-    unsigned char *anc = ancestors_of(g, ib);
-    int *remap = malloc(sizeof(int) * ((size_t)n_values + 1));
-    if (!anc || !remap) {
-        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
-        goto out;
-    }
-    chain[0] = ia;
-    if (r->kind == RW_REMAT_CHAIN && (n_chain = remat_chain(g, ia, anc, chain)) < 2) {
-        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
-                          "rewrite: no producer of '%s' to recompute with it", g->values[v].name);
-        goto out;
-    }
-    for (int x = 0; x < n_values; x++) remap[x] = -1;
-    rw_touch(t, aid);
-    for (int c = 0; c < n_chain && st == IR_OK; c++) {
-        uint32_t id;
-        st = add_copy(g, chain[c], remap, &id, d);
-        rw_touch(t, id);
-    }
-    if (st != IR_OK) goto out;
-    rw_touch(t, bid);
-    rewire_late_readers(g, v, anc, remap[v], first_new, t);
-    bool kept = false;
-    for (int j = 0; j < g->n_nodes && !kept; j++)
-        kept = g->nodes[j].id < first_new && node_reads(&g->nodes[j], v);
-    /* every reader moved: A would compute v for nobody (no reader of v is an ancestor of B) */
-    if (!kept)
-        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[rw_find_node(g, bid)],
-                          "rewrite: every reader of '%s' would read the copy", g->values[v].name);
-out:
-    free(anc);
-    free(remap);
-    return st;
-}
-
-static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
-    int ia, ib;
-    ir_status st;
-    if ((st = need_node(g, r->node_id, "kept", &ia, d)) != IR_OK) return st;
-    if ((st = need_node(g, r->user_id, "merged", &ib, d)) != IR_OK) return st;
-    const ir_node *a = &g->nodes[ia], *b = &g->nodes[ib];
-    if (ia == ib || !mergeable(a, b))
-        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: cannot merge into node '%s'", a->name);
-    if (any_graph_output(g, b))
-        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: produces a graph output");
-    rw_touch(t, a->id);
-    rw_touch(t, b->id);
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (i == ib) continue;
-        ir_node *u = &g->nodes[i];
-        for (int k = 0; k < b->n_out; k++)
-            if (b->out[k] >= 0 && node_reads(u, b->out[k])) {
-                replace_input(u, b->out[k], a->out[k]);
-                rw_touch(t, u->id);
-            }
-    }
-    if (t->overflow)
-        return ir_node_fail(d, IR_ERR_UNSUPPORTED, b, "rewrite: touches over %d nodes",
-                            RW_MAX_TOUCHED);
-    unsigned char *dead = calloc((size_t)g->n_nodes, 1);
-    if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory merging nodes");
-    dead[ib] = 1;
-    st = remove_nodes(g, dead, d);
-    free(dead);
-    return st;
-}
-
 /* The view nodes leading from v up to one of n's inputs (n reads v through views: a Reshape of
  * v, a transposed operand of a Reshape of v, ...), lowest first, into chain; their count, or 0
  * when n reads no view of v. At most RW_REMAT_CHAIN_MAX links. */
@@ -442,6 +350,104 @@ static ir_status remove_unread_views(ir_graph *g, const int *chain, int n, rw_to
         any = true;
     }
     ir_status st = any ? remove_nodes(g, dead, d) : IR_OK;
+    free(dead);
+    return st;
+}
+
+static ir_status apply_remat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
+    int ia, ib, v = -1, chain[RW_REMAT_CHAIN_MAX], n_chain = 1, views[RW_REMAT_CHAIN_MAX],
+                n_views = 0;
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "producer", &ia, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "user", &ib, d)) != IR_OK) return st;
+    if (r->value < 0 || r->value >= g->nodes[ia].n_out || g->nodes[ia].out[r->value] < 0)
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia], "rewrite: no output %d", r->value);
+    v = g->nodes[ia].out[r->value];
+    /* B reads v, or a view of it (a weight gradient's Reshape of a forward activation): then
+     * the recompute gets copies of those views, as a swap's Load does */
+    if (ia == ib ||
+        (!node_reads(&g->nodes[ib], v) && (n_views = view_path(g, &g->nodes[ib], v, views)) == 0))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ib],
+                            "rewrite: reads neither '%s' nor a view of it", g->values[v].name);
+    if (!recomputable(&g->nodes[ia]))
+        return ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                            "rewrite: this op cannot be rematerialized");
+    uint32_t aid = g->nodes[ia].id, bid = g->nodes[ib].id, first_new = g->next_node_id;
+    int n_values = g->n_values;
+    unsigned char *anc = ancestors_of(g, ib);
+    int *remap = malloc(sizeof(int) * ((size_t)n_values + 1));
+    if (!anc || !remap) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory rematerializing");
+        goto out;
+    }
+    chain[0] = ia;
+    if (r->kind == RW_REMAT_CHAIN && (n_chain = remat_chain(g, ia, anc, chain)) < 2) {
+        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[ia],
+                          "rewrite: no producer of '%s' to recompute with it", g->values[v].name);
+        goto out;
+    }
+    for (int x = 0; x < n_values; x++) remap[x] = -1;
+    rw_touch(t, aid);
+    for (int c = 0; c < n_chain && st == IR_OK; c++) {
+        uint32_t id;
+        st = add_copy(g, chain[c], remap, &id, d);
+        rw_touch(t, id);
+    }
+    /* the views B reads v through, again over the recompute: no bytes, no kernel (ir.h) */
+    for (int c = 0; c < n_views && st == IR_OK; c++) {
+        uint32_t id;
+        st = add_copy(g, views[c], remap, &id, d);
+        rw_touch(t, id);
+    }
+    if (st != IR_OK) goto out;
+    rw_touch(t, bid);
+    int u = n_views > 0 ? g->nodes[views[n_views - 1]].out[0] : -1;
+    rewire_late_readers(g, v, anc, remap[v], first_new, t);
+    if (u >= 0) rewire_late_readers(g, u, anc, remap[u], first_new, t);
+    /* the original views that only late readers read go (remove_unread_views) before the
+     * check: a view read by nobody any more is no reader of v */
+    if (n_views > 0 && (st = remove_unread_views(g, views, n_views, t, d)) != IR_OK) goto out;
+    bool kept = false;
+    for (int j = 0; j < g->n_nodes && !kept; j++)
+        kept = g->nodes[j].id < first_new && node_reads(&g->nodes[j], v);
+    /* every reader moved: A would compute v for nobody (no reader of v is an ancestor of B) */
+    if (!kept)
+        st = ir_node_fail(d, IR_ERR_INVALID, &g->nodes[rw_find_node(g, bid)],
+                          "rewrite: every reader of '%s' would read the copy", g->values[v].name);
+out:
+    free(anc);
+    free(remap);
+    return st;
+}
+
+static ir_status apply_deremat(ir_graph *g, const rw_rewrite *r, rw_touch_set *t, ir_diag *d) {
+    int ia, ib;
+    ir_status st;
+    if ((st = need_node(g, r->node_id, "kept", &ia, d)) != IR_OK) return st;
+    if ((st = need_node(g, r->user_id, "merged", &ib, d)) != IR_OK) return st;
+    const ir_node *a = &g->nodes[ia], *b = &g->nodes[ib];
+    if (ia == ib || !mergeable(a, b))
+        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: cannot merge into node '%s'", a->name);
+    if (any_graph_output(g, b))
+        return ir_node_fail(d, IR_ERR_INVALID, b, "rewrite: produces a graph output");
+    rw_touch(t, a->id);
+    rw_touch(t, b->id);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (i == ib) continue;
+        ir_node *u = &g->nodes[i];
+        for (int k = 0; k < b->n_out; k++)
+            if (b->out[k] >= 0 && node_reads(u, b->out[k])) {
+                replace_input(u, b->out[k], a->out[k]);
+                rw_touch(t, u->id);
+            }
+    }
+    if (t->overflow)
+        return ir_node_fail(d, IR_ERR_UNSUPPORTED, b, "rewrite: touches over %d nodes",
+                            RW_MAX_TOUCHED);
+    unsigned char *dead = calloc((size_t)g->n_nodes, 1);
+    if (!dead) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory merging nodes");
+    dead[ib] = 1;
+    st = remove_nodes(g, dead, d);
     free(dead);
     return st;
 }
@@ -659,6 +665,36 @@ static void readers_unmark(const int *users, int nu, unsigned char *mark) {
     if (nu > 0) memset(mark + users[0], 0, (size_t)(users[nu - 1] - users[0] + 1));
 }
 
+/* For a remat for B = node ib that reads v through the views skip[0..ns) (view_path's): is a
+ * reader of v other than those views an ancestor of B? The views are ancestors of B and read v,
+ * but the rewrite removes them once B reads their copies, so they keep nothing (apply_remat
+ * refuses it then). A reverse search from ib, as reader_is_ancestor's; seen (n bytes, zero) and
+ * stack (n ints) are scratch, seen zero again on return. Only for readers through views, which
+ * are few. */
+static bool kept_beside_views(const ir_graph *g, const int *users, int nu, int ib, const int *skip,
+                              int ns, unsigned char *seen, int *stack) {
+    int lo = ib;
+    for (int u = 0; u < nu; u++) lo = users[u] < lo ? users[u] : lo;
+    int top = 0, n_seen = 0;
+    bool found = false;
+    stack[top++] = ib;
+    seen[ib] = 1;
+    while (n_seen < top && !found) {
+        const ir_node *n = &g->nodes[stack[n_seen++]];
+        for (int k = 0; k < n->n_in && !found; k++) {
+            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+            if (p < lo || seen[p]) continue;
+            seen[p] = 1;
+            stack[top++] = p;
+            bool view = false;
+            for (int c = 0; c < ns; c++) view |= skip[c] == p;
+            for (int u = 0; u < nu && !view; u++) found |= users[u] == p;
+        }
+    }
+    for (int j = 0; j < top; j++) seen[stack[j]] = 0;
+    return found;
+}
+
 /* Could an RW_REMAT_CHAIN of A for a reader at step sb recompute a producer with A? Only if an
  * input of A has a recomputable producer whose outputs all die before sb under m (the order at
  * hand): that is necessary for them to have only ancestors of B as readers, which rw_apply then
@@ -721,9 +757,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
             int nu = 0, first = -1, chain[RW_REMAT_CHAIN_MAX];
             for (int i = 0; i < g->n_nodes; i++) {
                 const ir_node *n = &g->nodes[i];
-                /* a swap serves a reader of a view of v too (the Load gets the views again);
-                 * the views' own nodes are no such readers, their readers are */
-                bool direct = node_reads(n, v), via = !direct && pass == 1 && root &&
+                /* a swap or remat serves a reader of a view of v too (the Load or the
+                 * recompute gets the views again); the views' own nodes are no such readers,
+                 * their readers are */
+                bool direct = node_reads(n, v), via = !direct && root &&
                                                       reads_view_root(g, root, n, v) &&
                                                       view_path(g, n, v, chain) > 0;
                 if (i == p || !(direct || via)) continue;
@@ -749,6 +786,10 @@ int rw_candidates(const ir_graph *g, const sched_memory *m, bool chains, rw_rewr
                     abort(); /* the one pass and the per-reader search disagree */
 #endif
                 if (pass == 0 && !(mark[users[u]] & 2)) continue;
+                int vc[RW_REMAT_CHAIN_MAX], nvc;
+                if (pass == 0 && !node_reads(b, v) && (nvc = view_path(g, b, v, vc)) > 0 &&
+                    !kept_beside_views(g, users, nu, users[u], vc, nvc, seen, stack))
+                    continue;
                 rw_rewrite r = {.kind = pass == 0 ? RW_REMAT : RW_SWAP,
                                 .node_id = a->id,
                                 .value = k,

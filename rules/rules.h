@@ -17,6 +17,8 @@
  *  RW_REMAT    node_id = A, value = output index of v, user_id = B (a user of v, v having
  *              several users): adds A' reading A's inputs; B, and every other reader of v that
  *              is not an ancestor of B (the "late" readers), read A''s output instead of v.
+ *              B may read v through views, as for RW_SWAP below: A' gets copies of them, and
+ *              the original views left without a reader are removed.
  *              Random (Dropout), in-place and host-output ops are never rematerialized.
  *  RW_REMAT_CHAIN  as RW_REMAT, and A' reads copies of the producers it would otherwise keep
  *              alive for itself alone: a producer P of an input of a copied node joins the copy
