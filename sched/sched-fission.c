@@ -88,7 +88,10 @@ double sfg_node_seconds_of(prof_model *cost, const ir_graph *g, const int *root,
                            double t) {
     int parts;
     sfg_node_group(n, &parts);
-    return parts > 1 ? t * (parts - 1) + sfg_part_seconds(cost, g, root, n, true) : t;
+    if (parts <= 1) return t;
+    /* sfg_part_seconds(..., true) without its second roofline: t is what it falls back to */
+    double t0 = first_accumulate_seconds(cost, g, root, n);
+    return t * (parts - 1) + (t0 >= 0 ? t0 : t);
 }
 
 double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
