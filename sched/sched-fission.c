@@ -84,11 +84,18 @@ double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, co
     return t0 >= 0 ? t0 : sched_node_seconds(cost, g, root, n);
 }
 
-double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
+double sfg_node_seconds_of(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
+                           double t) {
     int parts;
     sfg_node_group(n, &parts);
-    double t = sched_node_seconds(cost, g, root, n);
-    return parts > 1 ? t * (parts - 1) + sfg_part_seconds(cost, g, root, n, true) : t;
+    if (parts <= 1) return t;
+    /* sfg_part_seconds(..., true) without its second roofline: t is what it falls back to */
+    double t0 = first_accumulate_seconds(cost, g, root, n);
+    return t * (parts - 1) + (t0 >= 0 ? t0 : t);
+}
+
+double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n) {
+    return sfg_node_seconds_of(cost, g, root, n, sched_node_seconds(cost, g, root, n));
 }
 
 /* The group of the node producing value v, or -1 (residents, untagged producers). */

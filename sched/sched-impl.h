@@ -213,6 +213,9 @@ int sfg_node_group(const ir_node *n, int *parts);
  * for (sched_place_swaps's estimate; the simulator runs the other parts as one block). A
  * FissionAccumulate's part 0 copies instead of adding, and costs what sfg_part_seconds says. */
 double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n);
+/* sfg_node_seconds given t = sched_node_seconds(cost, g, root, n), for a caller that has it. */
+double sfg_node_seconds_of(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
+                           double t);
 /* The time of one part of group node n (the kept part's node, index parts - 1): first for part 0,
  * where a FissionAccumulate costs as index 0 (a copy), else sched_node_seconds. */
 double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,

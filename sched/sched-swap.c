@@ -39,10 +39,18 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
                                   prof_model *cost, double *end, double *deadline, double *secs,
                                   ir_diag *d) {
     int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    /* each compute op's sched_node_seconds, once: the group blocks, the timeline and secs all
+     * read it (a roofline per node, the bulk of this pass on a large graph) */
+    double *t = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
     sfg_groups f = {0};
     ir_status st = IR_OK;
-    if (!root) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
+    if (!root || !t) {
+        free(root);
+        free(t);
+        return ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing swaps");
+    }
     sfg_roots(g, root);
+    for (int k = 0; k < nb; k++) t[base[k]] = sched_node_seconds(cost, g, root, &g->nodes[base[k]]);
     if ((st = sfg_find(&f, g, order, root, d)) != IR_OK) goto out;
     double *block = f.n ? calloc((size_t)f.n, sizeof(double)) : NULL;
     int *first = f.n ? malloc(sizeof(int) * (size_t)f.n) : NULL;
@@ -55,7 +63,7 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
         first[k] = -1;
         for (int j = f.off[k]; j < f.off[k + 1]; j++) {
             const ir_node *x = &g->nodes[f.node[j]];
-            if (!is_swap(x)) block[k] += sched_node_seconds(cost, g, root, x);
+            if (!is_swap(x)) block[k] += t[f.node[j]];
             if (first[k] < 0 && x->op == IR_OP_FissionSlice) first[k] = f.node[j];
         }
         if (first[k] < 0) first[k] = f.node[f.off[k]];
@@ -65,8 +73,8 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
     for (int k = 0; k < nb; k++) {
         int x = base[k], grp = f.n ? f.of[x] : -1;
         deadline[k] = end[k] + (grp >= 0 && first[grp] == x ? block[grp] : 0.0);
-        end[k + 1] = deadline[k] + sched_node_seconds(cost, g, root, &g->nodes[x]);
-        secs[k] = sfg_node_seconds(cost, g, root, &g->nodes[x]);
+        end[k + 1] = deadline[k] + t[x];
+        secs[k] = sfg_node_seconds_of(cost, g, root, &g->nodes[x], t[x]);
     }
     deadline[nb] = end[nb];
     free(block);
@@ -74,6 +82,7 @@ static ir_status compute_timeline(const ir_graph *g, const int *order, const int
 out:
     sfg_free(&f);
     free(root);
+    free(t);
     return st;
 }
 
