@@ -320,33 +320,53 @@ static int producer_of(const ir_graph *g, int v) {
     return v >= 0 && v < g->n_values ? g->values[v].producer : -1;
 }
 
-/* True when a node at a step strictly between lo and hi reads (not only orders itself after) a
- * value in buffer r. */
-static bool buffer_read_between(const ir_graph *g, const int *order, const int *root, int r, int lo,
-                                int hi) {
-    for (int s = lo + 1; s < hi; s++) {
+/* One fused accumulate that may write its part into its buffer: the accumulate, the part's
+ * producer, the buffer's root, and whether a read of the buffer between the two rules it out. */
+typedef struct fused_cand {
+    int acc, prod, root;
+    bool bad;
+} fused_cand;
+
+/* Marks the candidates of an order that a node between the producer and the accumulate reads
+ * the buffer for (not only orders itself after it): it would see the part added too early. One
+ * pass over the order's inputs; only reads of the candidates' buffers compare windows. */
+static void mark_reads_between(const ir_graph *g, const int *order, const int *pos, const int *root,
+                               const uint8_t *in_cand, fused_cand *c, int nc) {
+    for (int s = 0; s < g->n_nodes; s++) {
         const ir_node *x = &g->nodes[order[s]];
-        for (int i = 0; i < x->n_in; i++)
-            if (x->in[i] >= 0 && root[x->in[i]] == r && !ir_input_order_only(x, i)) return true;
+        for (int i = 0; i < x->n_in; i++) {
+            int v = x->in[i];
+            if (v < 0 || !in_cand[root[v]] || ir_input_order_only(x, i)) continue;
+            for (int j = 0; j < nc; j++)
+                if (c[j].root == root[v] && c[j].acc != order[s] && pos[c[j].prod] < s &&
+                    s < pos[c[j].acc])
+                    c[j].bad = true;
+        }
     }
-    return false;
 }
 
 bool ir_graph_fused_parts(const ir_graph *g, const int *order, const int *pos, int *root,
                           int *into) {
+    int nv = g->n_values, n_acc = 0;
     if (into)
-        for (int v = 0; v < g->n_values; v++) into[v] = -1;
-    bool any = false; /* the common case, no fused accumulate: nothing allocated */
-    for (int i = 0; i < g->n_nodes && !any; i++)
-        any = g->nodes[i].op == IR_OP_FissionAccumulate && ir_attr_int(&g->nodes[i], "fused", 0);
-    if (!any) return true;
-    uint8_t *reads = calloc((size_t)g->n_values + 1, 1); /* readers per value, saturating at 2 */
-    if (!reads) return false;
+        for (int v = 0; v < nv; v++) into[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++) /* the common case, none: nothing allocated */
+        n_acc += g->nodes[i].op == IR_OP_FissionAccumulate && ir_attr_int(&g->nodes[i], "fused", 0);
+    if (!n_acc) return true;
+    /* per value: its readers (saturating at 2), then whether it is a candidate's buffer */
+    uint8_t *reads = calloc(2 * ((size_t)nv + 1), 1), *in_cand = reads ? reads + nv + 1 : NULL;
+    fused_cand *c = malloc(sizeof *c * (size_t)n_acc);
+    if (!reads || !c) {
+        free(reads);
+        free(c);
+        return false;
+    }
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++) {
             int v = g->nodes[i].in[k];
-            if (v >= 0 && v < g->n_values && reads[v] < 2) reads[v]++;
+            if (v >= 0 && v < nv && reads[v] < 2) reads[v]++;
         }
+    int nc = 0;
     for (int a = 0; a < g->n_nodes; a++) {
         const ir_node *acc = &g->nodes[a];
         if (!ir_fission_accumulate_fused(g, acc) || acc->n_out < 1) continue;
@@ -362,13 +382,21 @@ bool ir_graph_fused_parts(const ir_graph *g, const int *order, const int *pos, i
         if (ok && order && pos) {
             int pb = producer_of(g, b), first = acc->n_in > 2 ? producer_of(g, acc->in[2]) : -1;
             ok = pb >= 0 && pos[pp] > pos[pb] && (first < 0 || pos[pp] > pos[first]) &&
-                 pos[pp] < pos[a] && !buffer_read_between(g, order, root, r, pos[pp], pos[a]);
+                 pos[pp] < pos[a];
         }
         if (!ok) continue;
-        root[p] = r;
-        if (into) into[p] = a;
+        c[nc++] = (fused_cand){.acc = a, .prod = pp, .root = r};
+        in_cand[r] = 1;
+    }
+    if (order && pos && nc) mark_reads_between(g, order, pos, root, in_cand, c, nc);
+    for (int j = 0; j < nc; j++) {
+        if (c[j].bad) continue;
+        int p = g->nodes[c[j].acc].in[1];
+        root[p] = c[j].root;
+        if (into) into[p] = c[j].acc;
     }
     free(reads);
+    free(c);
     return true;
 }
 

@@ -11,7 +11,9 @@
  *    check against the unfused graph (`fused` 0);
  *  - in an order that runs part 1's producer before acc0 (the buffer does not hold part 0 yet),
  *    part 1 keeps its buffer and acc1 adds it: the same equalities, the unfused peak, and the
- *    simulator charges acc1 as the kernel the executor runs, acc0 as the epilogue. */
+ *    simulator charges acc1 as the kernel the executor runs, acc0 as the epilogue;
+ *  - a part with a second reader, or whose buffer a node reads between the producer and the
+ *    accumulate, keeps its buffer. */
 #include "test-check.h"
 
 #include "rt.h"
@@ -294,10 +296,49 @@ static void test_second_reader(void **state) {
     ir_graph_free(g);
 }
 
+/* A node that reads the buffer between part 0's producer and acc0 needs the buffer without the
+ * part (here the zeros of the unfilled buffer, as the executor leaves it): part 0 keeps its own
+ * buffer there, part 1 is still fused; bytes as sched_memory_compute says, sums as the unfused
+ * graph's. */
+static void test_read_between(void **state) {
+    (void)state;
+    static const int order[] = {0, 1, 5, 2, 3, 4}, pos[] = {0, 1, 3, 4, 5, 2};
+    bound bf, bp;
+    int pf[2], pp[2];
+    ir_graph *gf = chain(K_MATMUL, 1, &bf, pf), *gp = chain(K_MATMUL, 0, &bp, pp);
+    int b = gf->nodes[0].out[0], y;
+    tu_add_node1(gf, IR_OP_Neg, "reads_buf", 1, &b, 0, NULL, &y);
+    ir_graph_add_output(gf, y);
+    int *root = malloc(sizeof(int) * (size_t)gf->n_values),
+        *into = malloc(sizeof(int) * (size_t)gf->n_values);
+    assert_non_null(root);
+    assert_non_null(into);
+    ir_graph_buffer_roots(gf, root);
+    assert_true(ir_graph_fused_parts(gf, order, pos, root, into));
+    assert_int_equal(into[pf[0]], -1);
+    assert_int_equal(into[pf[1]], 4);
+    tu_ref ref;
+    tu_ref_run(gp, bp.b, bp.n, &(rt_options){.seed = 5}, &ref, "read between");
+    rt_result rf;
+    run_checked(gf, order, &bf, &rf, "read between");
+    tu_expect_close(&ref, gf, &rf, "read between"); /* the sums, by name */
+    const float *nb = rf.outputs[1].data;
+    for (int64_t i = 0; i < ir_shape_numel(&rf.outputs[1].shape); i++)
+        if (nb[i] != 0.0f)
+            fail_msg("the reader saw %g at %lld, not the empty buffer", nb[i], (long long)i);
+    rt_result_free(&rf);
+    tu_ref_free(&ref);
+    free(root);
+    free(into);
+    ir_graph_free(gf);
+    ir_graph_free(gp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_producers),
         cmocka_unit_test(test_second_reader),
+        cmocka_unit_test(test_read_between),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
