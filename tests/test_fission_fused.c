@@ -334,11 +334,56 @@ static void test_read_between(void **state) {
     ir_graph_free(gp);
 }
 
+/* A float16 MatMul with ir_kernel_ctx.accumulate: ir_node_run widens the output's contents too,
+ * so the float32 kernel adds the product to them before the one rounding. */
+static void test_accumulate_float16(void **state) {
+    (void)state;
+    ir_graph *g = ir_graph_new();
+    ir_shape xs = TU_SHAPE(2, 3), ws = TU_SHAPE(3, 2);
+    int x = ir_graph_add_value(g, "x", IR_F16, &xs), w = ir_graph_add_value(g, "w", IR_F16, &ws);
+    ir_graph_add_input(g, x);
+    ir_graph_add_input(g, w);
+    int y = ir_graph_add_value(g, "y", IR_F16, NULL);
+    int ni = tu_infer_node(g, IR_OP_MatMul, "mm", 2, (int[]){x, w}, 1, &y, 0, NULL);
+    const float xf[6] = {1, -2, 0.5f, 3, 0.25f, -1}, wf[6] = {2, 1, -1, 0.5f, 4, -3},
+                yf[4] = {10, -20, 0.75f, 6};
+    uint16_t xh[6], wh[6], yh[4];
+    for (int i = 0; i < 6; i++) xh[i] = ir_f32_to_f16(xf[i]), wh[i] = ir_f32_to_f16(wf[i]);
+    for (int i = 0; i < 4; i++) yh[i] = ir_f32_to_f16(yf[i]);
+    size_t wsb = ir_node_workspace(g, &g->nodes[ni]);
+    void *wsp = aligned_alloc(64, (wsb + 63) / 64 * 64 + 64);
+    assert_non_null(wsp);
+    ir_tensor in[2] = {{.dtype = IR_F16, .shape = xs, .data = xh},
+                       {.dtype = IR_F16, .shape = ws, .data = wh}},
+              out = {.dtype = IR_F16, .shape = TU_SHAPE(2, 2), .data = yh};
+    ir_diag d = {{0}};
+    ir_kernel_ctx k = {.graph = g,
+                       .node = &g->nodes[ni],
+                       .n_in = 2,
+                       .n_out = 1,
+                       .in = in,
+                       .out = &out,
+                       .workspace = wsp,
+                       .workspace_bytes = wsb,
+                       .accumulate = true,
+                       .diag = &d};
+    if (ir_node_run(&k) != IR_OK) fail_msg("run: %s", d.msg);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            float want = yf[i * 2 + j];
+            for (int q = 0; q < 3; q++) want += xf[i * 3 + q] * wf[q * 2 + j];
+            assert_float_equal(ir_f16_to_f32(yh[i * 2 + j]), want, 1e-2);
+        }
+    free(wsp);
+    ir_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_producers),
         cmocka_unit_test(test_second_reader),
         cmocka_unit_test(test_read_between),
+        cmocka_unit_test(test_accumulate_float16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
