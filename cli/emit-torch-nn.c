@@ -96,7 +96,40 @@ static ir_status emit_conv(et_ctx *e, const ir_node *n) {
     return IR_OK;
 }
 
+/* A fused accumulate's part written into the accumulate's buffer buf (et_fused_into): Tensor.addmm_
+ * for 2-D operands and Gemm, baddbmm_ for two 3-D operands of one batch, both with beta 0 where
+ * the accumulate overwrites (part 0 into an unfilled buffer; PyTorch then ignores buf's data).
+ * False for other shapes (broadcast batches, vectors): a part of its own, which the accumulate
+ * adds. */
+static bool emit_matmul_into(et_ctx *e, const ir_node *n) {
+    const ir_graph *g = et_graph(e);
+    int acc = et_fused_into(e, n);
+    if (acc >= 0 && n->op == IR_OP_Gemm && n->n_in > 2 && n->in[2] >= 0) acc = -1;
+    if (acc < 0) return false;
+    const ir_node *a = &g->nodes[acc];
+    const ir_value *x = ir_node_in(g, n, 0), *y = ir_node_in(g, n, 1);
+    int r = x->shape.rank;
+    const char *beta = ir_fission_accumulate_overwrites(g, a) ? "0.0" : "1.0";
+    const char *buf = et_in(e, a, 0), *A = et_in(e, n, 0), *B = et_in(e, n, 1);
+    if (n->op == IR_OP_Gemm) {
+        et_line(e, "%s.addmm_(%s%s, %s%s, beta=%s, alpha=%s)", buf, A,
+                ir_attr_int(n, "transA", 0) ? ".t()" : "", B,
+                ir_attr_int(n, "transB", 0) ? ".t()" : "", beta,
+                et_float(e, ir_attr_float(n, "alpha", 1.0f)));
+    } else if (r == 2 && y->shape.rank == 2) {
+        et_line(e, "%s.addmm_(%s, %s, beta=%s)", buf, A, B, beta);
+    } else if (r == 3 && y->shape.rank == 3 && x->shape.dims[0] == y->shape.dims[0]) {
+        et_line(e, "%s.baddbmm_(%s, %s, beta=%s)", buf, A, B, beta);
+    } else {
+        return false;
+    }
+    et_line(e, "%s = %s", et_out(e, n, 0), buf);
+    et_fused_done(e, n);
+    return true;
+}
+
 static ir_status emit_matmul(et_ctx *e, const ir_node *n) {
+    if (emit_matmul_into(e, n)) return IR_OK;
     if (n->op == IR_OP_MatMul) {
         et_line(e, "%s = torch.matmul(%s, %s)", et_out(e, n, 0), et_in(e, n, 0), et_in(e, n, 1));
         return IR_OK;

@@ -43,12 +43,22 @@ static ir_status emit_dropout_grad(et_ctx *e, const ir_node *n) {
 }
 
 static ir_status emit_gather_grad(et_ctx *e, const ir_node *n) {
-    const ir_value *o = ir_node_out(et_graph(e), n, 0);
+    const ir_graph *g = et_graph(e);
+    const ir_value *o = ir_node_out(g, n, 0);
     int axis;
     if (!et_axis(ir_attr_int(n, "axis", 0), o->shape.rank, &axis))
         return et_refuse(e, n, "axis out of range");
     et_use(e, "gather");
     et_use(e, "gather_grad");
+    int acc = et_fused_into(e, n);
+    if (acc >= 0 && n->op == IR_OP_GatherGrad) { /* the rows add into the accumulate's buffer */
+        const ir_node *a = &g->nodes[acc];
+        et_line(e, "%s = _gather_grad(%s, %s, %s, %d, %s%s)", et_out(e, n, 0), et_in(e, n, 0),
+                et_in(e, n, 1), et_shape(e, &o->shape), axis, et_in(e, a, 0),
+                ir_fission_accumulate_overwrites(g, a) ? ".zero_()" : "");
+        et_fused_done(e, n);
+        return IR_OK;
+    }
     et_line(e, "%s = %s(%s, %s, %s, %d)", et_out(e, n, 0),
             n->op == IR_OP_GatherGrad ? "_gather_grad" : "_gather_elements_grad", et_in(e, n, 0),
             et_in(e, n, 1), et_shape(e, &o->shape), axis);
@@ -140,10 +150,15 @@ static ir_status emit_conv_grad_weight(et_ctx *e, const ir_node *n) {
                                 C / group * K * OW * (int64_t)ir_dtype_size(x->dtype))
             : 0;
     et_use(e, "conv_grad_weight");
-    et_line(e, "%s = _conv_grad_weight(%s, %s, %s, %s, %s, %s, %lld, %lld)", et_out(e, n, 0),
-            et_in(e, n, 0), et_in(e, n, 1), et_shape(e, &dw->shape), et_ints(e, s, S, true),
-            et_ints(e, pads, 2 * S, true), et_ints(e, dl, S, true), (long long)group,
-            (long long)tile_rows);
+    /* fused: dW (+)= into the accumulate's buffer (first: part 0 over an unfilled one) */
+    int acc = et_fused_into(e, n);
+    const char *out = acc >= 0 ? et_in(e, &g->nodes[acc], 0) : "None";
+    bool first = acc >= 0 && ir_fission_accumulate_overwrites(g, &g->nodes[acc]);
+    et_line(e, "%s = _conv_grad_weight(%s, %s, %s, %s, %s, %s, %lld, %lld, %s, %s)",
+            et_out(e, n, 0), et_in(e, n, 0), et_in(e, n, 1), et_shape(e, &dw->shape),
+            et_ints(e, s, S, true), et_ints(e, pads, 2 * S, true), et_ints(e, dl, S, true),
+            (long long)group, (long long)tile_rows, out, first ? "True" : "False");
+    if (acc >= 0) et_fused_done(e, n);
     return IR_OK;
 }
 
@@ -320,8 +335,10 @@ static ir_status emit_fission(et_ctx *e, const ir_node *n) {
     }
     default: {
         const char *buf = et_in(e, n, 0);
-        et_line(e, "%s.%s(%s)", buf, ir_fission_accumulate_overwrites(g, n) ? "copy_" : "add_",
-                et_in(e, n, 1));
+        /* fused: the producer already wrote the part into buf (et_fused_into) */
+        if (!et_fused_written(e, n->in[1]))
+            et_line(e, "%s.%s(%s)", buf, ir_fission_accumulate_overwrites(g, n) ? "copy_" : "add_",
+                    et_in(e, n, 1));
         et_line(e, "%s = %s", et_out(e, n, 0), buf);
         return IR_OK;
     }

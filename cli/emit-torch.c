@@ -34,7 +34,11 @@ struct et_ctx {
     unsigned char *kind;   /* per value: enum et_kind */
     unsigned char *bound;  /* per value: resident already bound in the prologue */
     unsigned char *target; /* per value: written in place by some node */
-    char **strs;           /* strings handed out by et_ints etc., freed at the end */
+    /* per value: the fused FissionAccumulate whose buffer its producer writes it into in the
+     * plan's order (ir_graph_fused_parts), or -1; into_done: the producer's statement did */
+    int *into;
+    unsigned char *into_done;
+    char **strs; /* strings handed out by et_ints etc., freed at the end */
     int n_strs, cap_strs;
     const char *sections[ET_MAX_SECTIONS];
     int n_sections;
@@ -248,6 +252,19 @@ const char *et_out(et_ctx *e, const ir_node *n, int i) {
     return var_name(e, n->out[i]);
 }
 
+int et_fused_into(const et_ctx *e, const ir_node *n) {
+    if (n->n_out < 1 || n->out[0] < 0) return -1;
+    return e->into[n->out[0]];
+}
+
+void et_fused_done(et_ctx *e, const ir_node *n) {
+    e->into_done[n->out[0]] = 1;
+}
+
+bool et_fused_written(const et_ctx *e, int v) {
+    return v >= 0 && e->into_done[v];
+}
+
 bool et_out_used(const et_ctx *e, const ir_node *n, int i) {
     if (i >= n->n_out || n->out[i] < 0) return false;
     int v = n->out[i];
@@ -290,8 +307,23 @@ static ir_status classify(et_ctx *e) {
     e->kind = calloc(nv, 1);
     e->bound = calloc(nv, 1);
     e->target = calloc(nv, 1);
-    if (!e->last_use || !e->kind || !e->bound || !e->target)
+    e->into = malloc((nv + 1) * sizeof *e->into);
+    e->into_done = calloc(nv + 1, 1);
+    int *root = malloc((nv + 1) * sizeof *root),
+        *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order);
+    if (!e->last_use || !e->kind || !e->bound || !e->target || !e->into || !e->into_done || !root ||
+        !order) {
+        free(root);
+        free(order);
         return ir_diag_set(e->d, IR_ERR_NOMEM, "out of memory");
+    }
+    /* the plan's nodes are in its order: the steps are the node indices */
+    for (int i = 0; i < g->n_nodes; i++) order[i] = i;
+    ir_graph_buffer_roots(g, root);
+    bool ok = ir_graph_fused_parts(g, order, order, root, e->into);
+    free(root);
+    free(order);
+    if (!ok) return ir_diag_set(e->d, IR_ERR_NOMEM, "out of memory");
     for (int v = 0; v < g->n_values; v++) {
         const ir_value *val = &g->values[v];
         e->last_use[v] = -1;
@@ -437,6 +469,8 @@ static void ctx_free(et_ctx *e) {
     free(e->kind);
     free(e->bound);
     free(e->target);
+    free(e->into);
+    free(e->into_done);
     for (int i = 0; i < e->n_strs; i++) free(e->strs[i]);
     free(e->strs);
 }

@@ -46,6 +46,15 @@ const char *et_in(et_ctx *e, const ir_node *n, int i);
 bool et_in_list(et_ctx *e, const ir_node *n, bool lead, char *buf, size_t cap);
 /* The variable for output i of n ("_" when the output is omitted). */
 const char *et_out(et_ctx *e, const ir_node *n, int i);
+/* Fused accumulates (ir_graph_fused_parts in the plan's order): the FissionAccumulate whose buffer
+ * n's output 0 goes into, or -1. A producer that writes its part into that buffer itself (the
+ * accumulate's input 0, adding to it: addmm_, baddbmm_, index_add_; beta 0 where the accumulate
+ * overwrites) calls et_fused_done, and the accumulate then emits no add (et_fused_written of its
+ * part). A producer without such a PyTorch form writes a part of its own, which the accumulate
+ * adds. */
+int et_fused_into(const et_ctx *e, const ir_node *n);
+void et_fused_done(et_ctx *e, const ir_node *n);
+bool et_fused_written(const et_ctx *e, int v);
 /* True when output i of n is read by some node or is a graph output. */
 bool et_out_used(const et_ctx *e, const ir_node *n, int i);
 /* Appends one statement line (indented into the step function). */

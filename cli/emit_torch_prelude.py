@@ -292,14 +292,17 @@ def _im2col(xg, col, strides, pads, dil, r0):
                    iw:iw + (hi1 - lo1 - 1) * strides[1] + 1:strides[1]])
 
 
-def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows):
+def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows, out=None,
+                      first=False):
     """ConvGradWeight: on the CPU, a 2-D convolution's weight gradient as magpie's kernel
     computes it (per sample, group and tile of tile_rows output rows, dW_g (+)= dY_g[:, tile]
     col^T with col the [Cg*K, tile] im2col of that sample's group, none for a pointwise
     convolution), so that its workspace is the one magpie counts; PyTorch's
     convolution_backward (mkldnn) would copy the weight it does not read and allocate a
     scratchpad several activations large. Elsewhere (CUDA, 1-D and 3-D) PyTorch's own
-    backward."""
+    backward. With out (a fused FissionAccumulate's buffer) the CPU path adds into it (beta 1;
+    beta 0 on its first GEMM when first: part 0 over an unfilled buffer); PyTorch's backward has
+    no accumulating form, so elsewhere the gradient is a tensor of its own, added to out."""
     S = len(strides)
     if pads[:S] != pads[S:]:
         x = _pad_nd(x, pads)
@@ -310,8 +313,9 @@ def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows):
         K, (OH, OW) = wshape[2] * wshape[3], tuple(dy.shape[2:])
         pointwise = K == 1 and list(strides) == [1, 1] and not any(pads)
         tr = max(1, min(tile_rows, OH))
-        dw = torch.zeros(wshape, dtype=x.dtype, device=x.device)
+        dw = torch.zeros(wshape, dtype=x.dtype, device=x.device) if out is None else out
         rows = dw.view(M, Cg * K)
+        beta = 0.0 if out is not None and first else 1.0
         buf = None if pointwise else torch.empty(Cg * K * tr * OW, dtype=x.dtype,
                                                  device=x.device)
         for n in range(N):
@@ -319,7 +323,8 @@ def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows):
                 xg, dyg = x[n, g * Cg:(g + 1) * Cg], dy[n, g * Mg:(g + 1) * Mg]
                 if pointwise:
                     rows[g * Mg:(g + 1) * Mg].addmm_(dyg.reshape(Mg, OH * OW),
-                                                     xg.reshape(Cg, OH * OW).t())
+                                                     xg.reshape(Cg, OH * OW).t(),
+                                                     beta=beta if n == 0 else 1.0)
                     continue
                 for r0 in range(0, OH, tr):
                     nr = min(tr, OH - r0)
@@ -328,11 +333,15 @@ def _conv_grad_weight(x, dy, wshape, strides, pads, dil, group, tile_rows):
                         col.zero_()
                     _im2col(xg, col, strides, pads, dil, r0)
                     rows[g * Mg:(g + 1) * Mg].addmm_(
-                        dyg[:, r0:r0 + nr].reshape(Mg, nr * OW), col.view(Cg * K, nr * OW).t())
+                        dyg[:, r0:r0 + nr].reshape(Mg, nr * OW), col.view(Cg * K, nr * OW).t(),
+                        beta=beta if n == 0 and r0 == 0 else 1.0)
         return dw
     w = torch.zeros((), dtype=x.dtype, device=x.device).expand(wshape)
-    return torch.ops.aten.convolution_backward(dy, x, w, None, strides, pads[:S], dil, False,
-                                               [0] * S, group, [False, True, False])[1]
+    dw = torch.ops.aten.convolution_backward(dy, x, w, None, strides, pads[:S], dil, False,
+                                             [0] * S, group, [False, True, False])[1]
+    if out is None:
+        return dw
+    return out.copy_(dw) if first else out.add_(dw)
 #@ pool
 _MAXP = {1: torch.nn.functional.max_pool1d, 2: torch.nn.functional.max_pool2d,
          3: torch.nn.functional.max_pool3d}
@@ -976,8 +985,11 @@ def _scatter_nd(x, idx, upd, reduction):
         y[ix] = torch.minimum(y[ix], upd)
     return y
 #@ gather_grad
-def _gather_grad(dy, idx, shape, axis):
-    out = torch.zeros(shape, dtype=dy.dtype, device=dy.device)
+def _gather_grad(dy, idx, shape, axis, out=None):
+    """GatherGrad: the rows of dy added into zeros, or into out (a fused FissionAccumulate's
+    buffer, zeroed by the caller for part 0 over an unfilled one)."""
+    if out is None:
+        out = torch.zeros(shape, dtype=dy.dtype, device=dy.device)
     i = _norm_index(idx, shape[axis]).reshape(-1)
     src = dy.reshape(list(shape[:axis]) + [i.numel()] + list(shape[axis + 1:]))
     return out.index_add_(axis, i, src)

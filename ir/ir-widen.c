@@ -98,7 +98,8 @@ ir_status ir_node_run(const ir_kernel_ctx *k) {
         w->dtype = IR_F32;
         w->data = at;
         at += align64((size_t)ir_tensor_numel(t) * sizeof(float));
-        if (i < k->n_in) widen(w->data, t);
+        /* an output the kernel accumulates into starts from what it holds */
+        if (i < k->n_in || (i == k->n_in && k->accumulate)) widen(w->data, t);
     }
     ir_kernel_ctx wk = *k;
     wk.in = in;

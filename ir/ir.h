@@ -295,6 +295,12 @@ typedef struct ir_kernel_ctx {
      * with in[i].shape's last two axes swapped. Only the executor sets it, and only for MatMul's
      * and Gemm's operands, whose kernels read such an input through BLAS's trans flags. */
     uint32_t in_transposed;
+    /* out[0] already holds a sum the kernel adds its result to instead of overwriting it (BLAS's
+     * beta = 1): the part of a fused FissionAccumulate written straight into the accumulate's
+     * buffer (ir_graph_fused_parts). Only the executor sets it, and only for the producers
+     * ir_fission_accumulate_fused names (MatMul, Gemm without C, ConvGradWeight, ReduceSum,
+     * GatherGrad), whose kernels add in their store. */
+    bool accumulate;
     uint64_t seed; /* for ops that draw random numbers (Dropout in training mode) */
     ir_diag *diag;
 } ir_kernel_ctx;
@@ -451,6 +457,25 @@ bool ir_fission_accumulate_overwrites(const ir_graph *g, const ir_node *n);
  * accumulate runs no kernel of its own (ops-fission.c). The fission sets `fused` only where the
  * accumulate is the part's one reader. O(1). */
 bool ir_fission_accumulate_fused(const ir_graph *g, const ir_node *n);
+/* The fused accumulates that an order carries out as ir_fission_accumulate_fused says a device
+ * does: for each such FissionAccumulate A(b, p[, first]), its producer P writes the part p
+ * straight into A's buffer (adding to it, BLAS beta = 1; overwriting it, beta = 0, where A
+ * overwrites), so p has no buffer of its own and A runs no kernel. That holds when
+ *  - A takes over b (root[A's output] == root[b]), a produced device buffer; p owns its buffer
+ *    (root[p] == p), A is p's only reader, and P reads nothing in b's buffer;
+ *  - in the order (order and pos given: the steps and node -> step): P runs after b's producer
+ *    and after A's ordering input (the part's first slice), and no node between P and A reads
+ *    b's buffer. The materialized graph runs a fission's parts so; a part computed from
+ *    generators alone that the order runs before its first slice keeps a buffer of its own, in
+ *    every part alike (rw_fission_materialize keeps each part's order).
+ * Each such part gets root[p] = root[b] (root holds ir_graph_buffer_roots on entry), and into (may
+ * be NULL; n_values entries) A's node index for it, -1 for every other value. With order NULL the
+ * order conditions are taken as met (the schedulers' view, sfg_roots). The executor, the
+ * simulator (sched_memory_compute) and `emit --torch` call it with the order they run, so they
+ * agree on every byte. O(nodes + values + the steps between each P and its A); false when out of
+ * memory (root and into are then as ir_graph_buffer_roots left them, into all -1). */
+bool ir_graph_fused_parts(const ir_graph *g, const int *order, const int *pos, int *root,
+                          int *into);
 
 /* Runs the op's shape inference / counts for one node (dispatching on n->op). */
 ir_status ir_node_infer(ir_graph *g, ir_node *n, ir_diag *d);

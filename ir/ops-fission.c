@@ -25,11 +25,14 @@
  *    convolution's backward filter, cudnnReduceTensor) adds the product into C = the buffer as
  *    it writes it, beta = 0 overwrites it (part 0 into an unfilled buffer); an embedding's
  *    scatter-add adds its rows into the buffer (index_add_) instead of a zeroed one. So a fused
- * accumulate costs no launch and no kernel of its own: one read of the buffer, or nothing where it
- *    overwrites (ir_fission_accumulate_fused, prof_roofline_seconds). The executor still runs
- *    it as a kernel of its own after the producer's, with the part in a buffer of its own
- *    while the two run, and so does the memory model: the bytes counted are the ones
- *    executed, a part's worth more than a device's epilogue needs, for one step.
+ *    accumulate costs no launch and no kernel of its own: one read of the buffer, or nothing
+ *    where it overwrites (ir_fission_accumulate_fused, prof_roofline_seconds). The executor does
+ *    the same (ir_graph_fused_parts): the producer's kernel adds into the buffer as it stores
+ *    (ir_kernel_ctx.accumulate), the part gets no buffer of its own, and the accumulate's
+ *    kernel finds its part already in the buffer and does nothing; the memory model counts
+ *    those bytes, none for the part. Where an order does not allow it (the producer runs
+ *    before the buffer holds the previous parts), the part keeps its buffer and the accumulate
+ *    adds it, in the executor and the memory model alike.
  *
  * Assemble and Accumulate are IR_OPF_INPLACE: their output takes over the buffer (ir.h), so the
  * n parts of a materialized fission fill one allocation. Their kernels also work when the output
@@ -38,6 +41,8 @@
  * Their byte counts are what the kernels touch on the device: a slice reads and writes one part,
  * an assemble reads a part and writes its slot, not the whole buffer. */
 #include "ir-impl.h"
+
+#include <stdlib.h>
 
 bool ir_input_order_only(const ir_node *n, int i) {
     if (n->op == IR_OP_FissionSlice) return i >= 1;
@@ -252,6 +257,8 @@ static ir_status accumulate_kernel(const ir_kernel_ctx *k) {
     const ir_tensor *b = &k->in[0], *p = &k->in[1];
     ir_tensor *o = &k->out[0];
     int64_t n = ir_tensor_numel(b);
+    /* fused (ir_graph_fused_parts): the producer wrote the part into the buffer itself */
+    if (p->data == o->data && o->data == b->data) return IR_OK;
     if (ir_fission_accumulate_overwrites(k->graph, k->node)) { /* the first part: buf' = part */
         size_t bytes = (size_t)n * ir_dtype_size(b->dtype);
         if (bytes && o->data != p->data) memmove(o->data, p->data, bytes);
@@ -306,6 +313,91 @@ bool ir_fission_accumulate_fused(const ir_graph *g, const ir_node *n) {
     if (p < 0 || (g->values[v].flags & IR_VF_OUTPUT)) return false;
     const ir_node *pn = &g->nodes[p];
     return pn->n_out >= 1 && pn->out[0] == v && accumulates_in_epilogue(pn);
+}
+
+/* The producer of value v, or -1. */
+static int producer_of(const ir_graph *g, int v) {
+    return v >= 0 && v < g->n_values ? g->values[v].producer : -1;
+}
+
+/* One fused accumulate that may write its part into its buffer: the accumulate, the part's
+ * producer, the buffer's root, and whether a read of the buffer between the two rules it out. */
+typedef struct fused_cand {
+    int acc, prod, root;
+    bool bad;
+} fused_cand;
+
+/* Marks the candidates of an order that a node between the producer and the accumulate reads
+ * the buffer for (not only orders itself after it): it would see the part added too early. One
+ * pass over the order's inputs; only reads of the candidates' buffers compare windows. */
+static void mark_reads_between(const ir_graph *g, const int *order, const int *pos, const int *root,
+                               const uint8_t *in_cand, fused_cand *c, int nc) {
+    for (int s = 0; s < g->n_nodes; s++) {
+        const ir_node *x = &g->nodes[order[s]];
+        for (int i = 0; i < x->n_in; i++) {
+            int v = x->in[i];
+            if (v < 0 || !in_cand[root[v]] || ir_input_order_only(x, i)) continue;
+            for (int j = 0; j < nc; j++)
+                if (c[j].root == root[v] && c[j].acc != order[s] && pos[c[j].prod] < s &&
+                    s < pos[c[j].acc])
+                    c[j].bad = true;
+        }
+    }
+}
+
+bool ir_graph_fused_parts(const ir_graph *g, const int *order, const int *pos, int *root,
+                          int *into) {
+    int nv = g->n_values, n_acc = 0;
+    if (into)
+        for (int v = 0; v < nv; v++) into[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++) /* the common case, none: nothing allocated */
+        n_acc += g->nodes[i].op == IR_OP_FissionAccumulate && ir_attr_int(&g->nodes[i], "fused", 0);
+    if (!n_acc) return true;
+    /* per value: its readers (saturating at 2), then whether it is a candidate's buffer */
+    uint8_t *reads = calloc(2 * ((size_t)nv + 1), 1), *in_cand = reads ? reads + nv + 1 : NULL;
+    fused_cand *c = malloc(sizeof *c * (size_t)n_acc);
+    if (!reads || !c) {
+        free(reads);
+        free(c);
+        return false;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            if (v >= 0 && v < nv && reads[v] < 2) reads[v]++;
+        }
+    int nc = 0;
+    for (int a = 0; a < g->n_nodes; a++) {
+        const ir_node *acc = &g->nodes[a];
+        if (!ir_fission_accumulate_fused(g, acc) || acc->n_out < 1) continue;
+        int b = acc->in[0], p = acc->in[1], o = acc->out[0], pp = producer_of(g, p);
+        if (b < 0 || o < 0 || pp < 0) continue;
+        int r = root[b];
+        if (producer_of(g, r) < 0 || ir_value_on_host(g, r) || root[o] != r || root[p] != p ||
+            reads[p] != 1)
+            continue;
+        const ir_node *pn = &g->nodes[pp];
+        bool ok = true;
+        for (int k = 0; k < pn->n_in && ok; k++) ok = pn->in[k] < 0 || root[pn->in[k]] != r;
+        if (ok && order && pos) {
+            int pb = producer_of(g, b), first = acc->n_in > 2 ? producer_of(g, acc->in[2]) : -1;
+            ok = pb >= 0 && pos[pp] > pos[pb] && (first < 0 || pos[pp] > pos[first]) &&
+                 pos[pp] < pos[a];
+        }
+        if (!ok) continue;
+        c[nc++] = (fused_cand){.acc = a, .prod = pp, .root = r};
+        in_cand[r] = 1;
+    }
+    if (order && pos && nc) mark_reads_between(g, order, pos, root, in_cand, c, nc);
+    for (int j = 0; j < nc; j++) {
+        if (c[j].bad) continue;
+        int p = g->nodes[c[j].acc].in[1];
+        root[p] = c[j].root;
+        if (into) into[p] = c[j].acc;
+    }
+    free(reads);
+    free(c);
+    return true;
 }
 
 static double accumulate_flops(const ir_graph *g, const ir_node *n) {

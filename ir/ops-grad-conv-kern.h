@@ -18,7 +18,7 @@ FN(row_dot)(const FT *restrict g, const FT *restrict x, int64_t lo, int64_t hi, 
 /* One input channel per group (depthwise, any multiplier): each dW element is a sum of row dot
  * products, dW[m, 0, k] = sum_n sum_o dY[n, m, o] * X[n, m / Mg, o*s - pb + k*d]; one
  * (channel, tap) per iteration, so parallel iterations write distinct elements. */
-static void FN(gw_depthwise)(const FT *x, const FT *dy, FT *dw, const ir_conv_geom *cg) {
+static void FN(gw_depthwise)(const FT *x, const FT *dy, FT *dw, const ir_conv_geom *cg, bool add) {
     const int64_t K = ir_prod3(cg->k), OS = ir_prod3(cg->out), IS = ir_prod3(cg->in);
     const int64_t Mg = cg->M / cg->group;
     const int64_t *in = cg->in, *out = cg->out, *kk3 = cg->k, *s = cg->s, *dl = cg->d, *pb = cg->pb;
@@ -44,7 +44,7 @@ static void FN(gw_depthwise)(const FT *x, const FT *dy, FT *dw, const ir_conv_ge
                 }
             }
         }
-        dw[mk] = (FT)acc;
+        dw[mk] = add ? (FT)(dw[mk] + acc) : (FT)acc;
     }
 }
 
@@ -57,14 +57,15 @@ static ir_status FN(gw_kernel)(const ir_kernel_ctx *k) {
     const int64_t Cg = cg.C / cg.group, Mg = cg.M / cg.group, K = ir_prod3(cg.k);
     const int64_t IS = ir_prod3(cg.in), OS = ir_prod3(cg.out);
     if (Cg == 1) {
-        FN(gw_depthwise)(x, dy, dw, &cg);
+        FN(gw_depthwise)(x, dy, dw, &cg, k->accumulate);
         return IR_OK;
     }
     const bool direct = pointwise(&cg);
     const int64_t rows = cg.out[0] * cg.out[1], W2 = cg.out[2], CK = Cg * K;
     const int64_t tr = direct ? rows : ir_conv_col_rows(&cg, Cg, sizeof(FT));
     IR_ASSERT(direct || k->workspace_bytes >= (size_t)(CK * tr * W2) * sizeof(FT));
-    if (cg.N == 0) memset(dw, 0, (size_t)ir_tensor_numel(&k->out[0]) * sizeof(FT));
+    if (cg.N == 0 && !k->accumulate)
+        memset(dw, 0, (size_t)ir_tensor_numel(&k->out[0]) * sizeof(FT));
     for (int64_t bn = 0; bn < cg.N; bn++)
         for (int64_t gi = 0; gi < cg.group; gi++) {
             const FT *xg = x + (bn * cg.C + gi * Cg) * IS, *dyg = dy + (bn * cg.M + gi * Mg) * OS;
@@ -74,8 +75,8 @@ static ir_status FN(gw_kernel)(const ir_kernel_ctx *k) {
                 const int64_t nr = rows - r0 < tr ? rows - r0 : tr, TS = nr * W2;
                 if (!direct) FN(ir_conv_im2col)(xg, col, &cg, Cg, r0, nr);
                 FT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)CK, (int)TS, 1.0f,
-                        dyg + r0 * W2, (int)OS, direct ? xg : col, (int)TS, bn || r0 ? 1.0f : 0.0f,
-                        dw + gi * Mg * CK, (int)CK);
+                        dyg + r0 * W2, (int)OS, direct ? xg : col, (int)TS,
+                        bn || r0 || k->accumulate ? 1.0f : 0.0f, dw + gi * Mg * CK, (int)CK);
             }
         }
     return IR_OK;

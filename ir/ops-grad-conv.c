@@ -12,7 +12,9 @@
  *
  * Attributes: kernel_shape (required: it fixes dW's shape), strides, dilations, pads (explicit,
  * the builder resolves auto_pad) and group, with the forward Conv's meaning. float32 and float64
- * (sgemm / dgemm, one template: ops-grad-conv-kern.h), like the forward Conv. */
+ * (sgemm / dgemm, one template: ops-grad-conv-kern.h), like the forward Conv. With
+ * ir_kernel_ctx.accumulate the first sgemm adds to dW too (beta = 1) and the depthwise path adds
+ * its sums: a fused FissionAccumulate's part written into its buffer. */
 #include "ir-impl.h"
 
 #include <cblas.h>

@@ -5,7 +5,8 @@
  * folding runs shape arithmetic) take a plain triple loop in int64. When the right operand
  * has no batch (or a batch of ones), MatMul folds the left batch into M and issues one gemm.
  * An operand the executor flags as transposed (a transposed operand, ir.h) is read through the
- * gemm's trans flag. */
+ * gemm's trans flag. With ir_kernel_ctx.accumulate (a fused FissionAccumulate's part, written into
+ * its buffer) both add the product to what the output holds: the gemm's beta = 1. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -128,10 +129,11 @@ static ir_status matmul_kernel(const ir_kernel_ctx *k) {
     /* a transposed operand (ir_kernel_ctx.in_transposed) holds each matrix as its transpose */
     const bool ta = k->in_transposed & 1u, tb = k->in_transposed & 2u;
     const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    const double beta = k->accumulate ? 1.0 : 0.0;
     ir_shape ba = ir_shape_make(mg.a.rank - 2, mg.a.dims),
              bb = ir_shape_make(mg.b.rank - 2, mg.b.dims);
     if (ir_shape_numel(&bb) == 1 && !ta) { /* B is one matrix: fold A's batch into M */
-        gemm_any(t, false, tb, nb * M, N, K, 1, A, lda, B, ldb, 0, C, N);
+        gemm_any(t, false, tb, nb * M, N, K, 1, A, lda, B, ldb, beta, C, N);
         return IR_OK;
     }
     int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], idx[IR_MAX_RANK] = {0};
@@ -144,7 +146,7 @@ static ir_status matmul_kernel(const ir_kernel_ctx *k) {
             ob += idx[dd] * sb[dd];
         }
         gemm_any(t, ta, tb, M, N, K, 1, A + (size_t)(oa * M * K) * es, lda,
-                 B + (size_t)(ob * K * N) * es, ldb, 0, C + (size_t)(i * M * N) * es, N);
+                 B + (size_t)(ob * K * N) * es, ldb, beta, C + (size_t)(i * M * N) * es, N);
         for (int dd = mg.batch.rank - 1; dd >= 0; dd--) { /* odometer over the output batch */
             if (++idx[dd] < mg.batch.dims[dd]) break;
             idx[dd] = 0;
@@ -200,7 +202,8 @@ static ir_status gemm_kernel(const ir_kernel_ctx *k) {
            beta = ir_attr_float(k->node, "beta", 1.0f);
     const int64_t M = y->shape.dims[0], N = y->shape.dims[1], K = a->shape.dims[ta ? 0 : 1];
     if (!c || beta == 0) beta = 0;
-    if (beta != 0) { /* Y = C broadcast, then gemm accumulates into it */
+    if (!c && k->accumulate) beta = 1; /* Y += op(A) op(B): Y already holds the sum so far */
+    if (c && beta != 0) {              /* Y = C broadcast, then gemm accumulates into it */
         int64_t st[2];
         ir_broadcast_strides(&c->shape, &y->shape, st);
         if (t == IR_F32) {

@@ -42,17 +42,21 @@ IR_HOT_CLONES static FT FN(reduce_row)(rop op, const FT *restrict x, int64_t R) 
     }
 }
 
-/* The fast FT path over [outer, R, inner]; R >= 1. */
-static void FN(reduce_fast)(rop op, const FT *x, FT *y, int64_t outer, int64_t R, int64_t inner) {
+/* The fast FT path over [outer, R, inner]; R >= 1. add (R_SUM only): y += the sums. */
+static void FN(reduce_fast)(rop op, const FT *x, FT *y, int64_t outer, int64_t R, int64_t inner,
+                            bool add) {
     IR_PARALLEL_FOR(outer * R * inner >= IR_PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         const FT *xo = x + o * R * inner;
         FT *yo = y + o * inner;
         if (inner == 1) {
-            yo[0] = FN(reduce_row)(op, xo, R);
+            yo[0] = add ? yo[0] + FN(reduce_row)(op, xo, R) : FN(reduce_row)(op, xo, R);
             continue;
         }
-        for (int64_t i = 0; i < inner; i++) yo[i] = op == R_L2 ? xo[i] * xo[i] : xo[i];
+        if (add)
+            for (int64_t i = 0; i < inner; i++) yo[i] += xo[i];
+        else
+            for (int64_t i = 0; i < inner; i++) yo[i] = op == R_L2 ? xo[i] * xo[i] : xo[i];
         for (int64_t r = 1; r < R; r++) {
             const FT *xr = xo + r * inner;
             switch (op) {

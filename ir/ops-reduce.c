@@ -9,7 +9,8 @@
  * inner]) run a fast loop (one template, ops-reduce-kern.h), parallel over `outer`; everything else
  * (other dtypes, scattered axes, empty reductions) walks the input once with an odometer and
  * accumulates into the output, which is exact for int64 and double, and accumulates in float for
- * float32. */
+ * float32. ReduceSum with ir_kernel_ctx.accumulate (a fused FissionAccumulate's part, written into
+ * its buffer) adds its sums to what the output holds, on either path. */
 #include "ir-autodiff.h"
 #include "ir-impl.h"
 
@@ -115,8 +116,9 @@ static double reduce_flops(const ir_graph *g, const ir_node *n) {
         }                                                                                          \
     } while (0)
 
-/* Any dtype, any axes: one pass over the input accumulating into the output. */
-static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const bool *mask) {
+/* Any dtype, any axes: one pass over the input accumulating into the output (from what it holds
+ * when add: R_SUM only). */
+static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const bool *mask, bool add) {
     const ir_shape *xs = &xt->shape;
     const ir_dtype t = xt->dtype;
     const bool is_int = !ir_dtype_is_float(t);
@@ -127,7 +129,7 @@ static void reduce_generic(rop op, const ir_tensor *xt, ir_tensor *yt, const boo
         ostr[i] = mask[i] ? 0 : st;
         if (!mask[i]) st *= xs->dims[i];
     }
-    for (int64_t o = 0; o < ny; o++) {
+    for (int64_t o = 0; o < ny && !add; o++) {
         if (is_int)
             ir_store_i64(yt->data, t, o,
                          op == R_PROD  ? 1
@@ -176,6 +178,13 @@ static ir_status reduce_run(const ir_kernel_ctx *k, rop op) {
     bool mask[IR_MAX_RANK], noop;
     ir_status st = ir_reduce_axes(k->graph, k->node, x->shape.rank, mask, &noop, k->diag);
     if (st) return st;
+    const bool add = op == R_SUM && k->accumulate;
+    if (noop && add) {
+        for (int64_t i = 0, n = ir_tensor_numel(x); i < n; i++)
+            ir_store_f64(y->data, x->dtype, i,
+                         ir_load_f64(y->data, x->dtype, i) + ir_load_f64(x->data, x->dtype, i));
+        return IR_OK;
+    }
     if (noop) {
         memcpy(y->data, x->data, (size_t)ir_tensor_numel(x) * ir_dtype_size(x->dtype));
         return IR_OK;
@@ -202,11 +211,11 @@ static ir_status reduce_run(const ir_kernel_ctx *k, rop op) {
     }
     const bool fast = contiguous && R > 0 && ir_tensor_numel(x) > 0;
     if (fast && x->dtype == IR_F32)
-        reduce_fast_f32(op, x->data, y->data, outer, R, inner);
+        reduce_fast_f32(op, x->data, y->data, outer, R, inner, add);
     else if (fast && x->dtype == IR_F64)
-        reduce_fast_f64(op, x->data, y->data, outer, R, inner);
+        reduce_fast_f64(op, x->data, y->data, outer, R, inner, add);
     else
-        reduce_generic(op, x, y, mask);
+        reduce_generic(op, x, y, mask, add);
     return IR_OK;
 }
 

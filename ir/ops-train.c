@@ -246,7 +246,8 @@ static ir_status gg_kernel(const ir_kernel_ctx *k) {
         int64_t v = idx_at(ix, j);
         if (v < -dim || v >= dim) return bad_index(k, v, j, dim);
     }
-    memset(out->data, 0, (size_t)ir_tensor_numel(out) * ir_dtype_size(t));
+    /* accumulating (a fused FissionAccumulate's part): the rows add into the buffer as it is */
+    if (!k->accumulate) memset(out->data, 0, (size_t)ir_tensor_numel(out) * ir_dtype_size(t));
     /* Parallel over outer rows: different rows never write the same output element. */
     IR_PARALLEL_FOR(outer > 1 && outer * cnt * inner > IR_PAR_MIN)
     for (int64_t o = 0; o < outer; o++)

@@ -39,6 +39,9 @@ typedef struct exec {
      * ir_graph_buffer_roots): the value whose buffer it lives in, which owns the buffer's last
      * use and free */
     int *root;
+    /* value -> the fused FissionAccumulate whose buffer its producer writes it into
+     * (ir_graph_fused_parts, which also gave it that buffer's root), or -1 */
+    int *into;
     ir_tensor *tin, *tout;
     ir_diag *d;
 } exec;
@@ -157,9 +160,11 @@ static ir_status check_bindings(exec *x, const rt_binding *in, int n) {
 
 /* Last uses from the order (a produced value nobody reads: its own step); graph outputs and
  * values without a producer are kept. A buffer taken over in place or viewed belongs to its
- * root (ir_graph_buffer_roots): the root lives until the last use of any value with that root
- * and is kept when one of them is; the other values never free it themselves. */
-static void compute_lifetimes(exec *x) {
+ * root (ir_graph_buffer_roots), and so does the part of a fused FissionAccumulate that its
+ * producer writes into the accumulate's buffer in this order (ir_graph_fused_parts): the root
+ * lives until the last use of any value with that root and is kept when one of them is; the
+ * other values never free it themselves. */
+static ir_status compute_lifetimes(exec *x) {
     const ir_graph *g = x->g;
     for (int v = 0; v < g->n_values; v++) {
         x->last[v] = -1;
@@ -176,6 +181,8 @@ static void compute_lifetimes(exec *x) {
         if (p >= 0 && x->last[v] < 0) x->last[v] = x->pos[p];
     }
     ir_graph_buffer_roots(g, x->root);
+    if (!ir_graph_fused_parts(g, x->order, x->pos, x->root, x->into))
+        return ir_diag_set(x->d, IR_ERR_NOMEM, "out of memory placing the fused accumulates");
     for (int v = 0; v < g->n_values; v++) {
         int r = x->root[v];
         if (r == v) continue;
@@ -186,6 +193,7 @@ static void compute_lifetimes(exec *x) {
     }
     for (int v = 0; v < g->n_values; v++)
         if (x->root[v] != v) x->keep[v] = 1;
+    return IR_OK;
 }
 
 /* Places every resident: constants from their blobs, graph inputs in allocator buffers (bound
@@ -249,7 +257,9 @@ static ir_status place_residents(exec *x, const rt_binding *in, int n_in, size_t
 }
 
 /* Runs nd's kernel on the buffers run_step prepared (x->tin, x->tout); an input that is a
- * transposed operand (a Transpose output sharing its base's buffer) is flagged for the kernel. */
+ * transposed operand (a Transpose output sharing its base's buffer) is flagged for the kernel,
+ * and so is an output 0 that is a fused accumulate's part: written into the accumulate's buffer,
+ * added to it (beta = 1) unless the accumulate overwrites (part 0 into an unfilled buffer). */
 static ir_status run_kernel(exec *x, const ir_node *nd, void *ws, size_t wsb) {
     const ir_graph *g = x->g;
     uint32_t transposed = 0;
@@ -257,6 +267,8 @@ static ir_status run_kernel(exec *x, const ir_node *nd, void *ws, size_t wsb) {
         int v = nd->in[i], p = v >= 0 ? g->values[v].producer : -1;
         if (p >= 0 && g->nodes[p].op == IR_OP_Transpose && x->root[v] != v) transposed |= 1u << i;
     }
+    int acc = nd->n_out > 0 && nd->out[0] >= 0 ? x->into[nd->out[0]] : -1;
+    bool accumulate = acc >= 0 && !ir_fission_accumulate_overwrites(g, &g->nodes[acc]);
     ir_diag local = {{0}};
     ir_diag *kd = x->d ? x->d : &local;
     kd->msg[0] = 0;
@@ -269,6 +281,7 @@ static ir_status run_kernel(exec *x, const ir_node *nd, void *ws, size_t wsb) {
                        .workspace = ws,
                        .workspace_bytes = wsb,
                        .in_transposed = transposed,
+                       .accumulate = accumulate,
                        .seed = x->o->seed,
                        .diag = kd};
     ir_status st = ir_node_run(&k);
@@ -319,7 +332,7 @@ static ir_status run_step(exec *x, int s, size_t *step_bytes) {
         int v = nd->out[i];
         x->tout[i] = (ir_tensor){.dtype = IR_DTYPE_NONE};
         if (v < 0) continue;
-        if (x->root[v] != v) { /* in place or a view: its root's buffer, no new bytes */
+        if (x->root[v] != v) { /* in place, a view or a fused part: its root's buffer */
             x->buf[v] = x->buf[x->root[v]];
             x->tout[i] = (ir_tensor){
                 .dtype = g->values[v].dtype, .shape = g->values[v].shape, .data = x->buf[v]};
@@ -415,11 +428,12 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     x.overwritten = calloc(nv, 1);
     x.bound = calloc(nv, 1);
     x.root = malloc(sizeof(int) * nv);
+    x.into = malloc(sizeof(int) * nv);
     x.tin = calloc((size_t)max_in, sizeof(ir_tensor));
     x.tout = calloc((size_t)max_out, sizeof(ir_tensor));
     r->step_bytes = calloc(nn, sizeof(size_t));
     if (!x.order || !x.pos || !x.last || !x.buf || !x.owned || !x.keep || !x.overwritten ||
-        !x.bound || !x.root || !x.tin || !x.tout || !r->step_bytes) {
+        !x.bound || !x.root || !x.into || !x.tin || !x.tout || !r->step_bytes) {
         st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory preparing the run");
         goto out;
     }
@@ -432,7 +446,7 @@ ir_status rt_run(const ir_graph *g, const rt_binding *inputs, int n_inputs, cons
     if (st != IR_OK) goto out;
     if ((st = check_nodes(&x)) != IR_OK) goto out;
     if ((st = check_bindings(&x, inputs, n_inputs)) != IR_OK) goto out;
-    compute_lifetimes(&x);
+    if ((st = compute_lifetimes(&x)) != IR_OK) goto out;
     size_t resident = 0;
     if ((st = place_residents(&x, inputs, n_inputs, &resident)) != IR_OK) goto out;
     r->resident_bytes = resident;
@@ -478,6 +492,7 @@ out:
     free(x.overwritten);
     free(x.bound);
     free(x.root);
+    free(x.into);
     free(x.tin);
     free(x.tout);
     if (st != IR_OK) {

@@ -15,6 +15,9 @@
  *    buffer, which is freed after the last use of any view of it, under the same rule (both are
  *    ir_graph_buffer_roots); MatMul and Gemm read a transposed operand through BLAS's trans flags
  *    (ir_kernel_ctx.in_transposed);
+ *  - the part of a fused FissionAccumulate (ir_graph_fused_parts, in the run's order) allocates
+ *    nothing: its producer's kernel writes it into the accumulate's buffer, adding to the parts
+ *    before it (ir_kernel_ctx.accumulate, BLAS's beta = 1), and the accumulate runs no kernel;
  *  - bytes are counted exactly as ir_value_bytes, never rounded;
  *  - outputs of IR_OPF_HOST_OUTPUT ops (Store) live in host memory: they come from a separate
  *    host pool, follow the same allocate/free rules, and count as host bytes (peak_host_bytes),

@@ -14,6 +14,9 @@
 
 void sfg_roots(const ir_graph *g, int *root) {
     ir_graph_buffer_roots(g, root);
+    /* fused accumulates as an order that runs each part after its first slice has them (out of
+     * memory: the parts keep their buffers, an estimate that only over-counts) */
+    ir_graph_fused_parts(g, NULL, NULL, root, NULL);
 }
 
 size_t sfg_value_bytes(const ir_graph *g, const int *root, int v) {
@@ -60,27 +63,33 @@ int sfg_node_group(const ir_node *n, int *parts) {
     return (int)k;
 }
 
-/* A group's FissionAccumulate as part 0 runs it (index 0: it copies, ops-fission.c), from a copy
- * of the kept part's node (index parts - 1) with the index changed; -1 when n is no such node. */
-static double first_accumulate_seconds(prof_model *cost, const ir_graph *g, const int *root,
-                                       const ir_node *n) {
+/* A FissionAccumulate as another part or another order runs it, from a copy of the node: as part
+ * 0 (first: index 0, where it copies, ops-fission.c) of the kept part's node (index parts - 1),
+ * and as a kernel of its own (unfused: `fused` 0) where the order leaves its part a buffer of its
+ * own (root[part] == part, ir_graph_fused_parts). -1 when n is no such node or nothing changes. */
+static double accumulate_seconds(prof_model *cost, const ir_graph *g, const int *root,
+                                 const ir_node *n, bool first) {
     enum { MAX_ATTRS = 8 };
     if (n->op != IR_OP_FissionAccumulate || n->n_attrs > MAX_ATTRS) return -1.0;
+    bool unfused = root && n->n_in > 1 && n->in[1] >= 0 && root[n->in[1]] == n->in[1] &&
+                   ir_fission_accumulate_fused(g, n);
     ir_attr a[MAX_ATTRS];
-    ir_node first = *n;
-    bool found = false;
+    ir_node copy = *n;
+    bool changed = false;
     for (int i = 0; i < n->n_attrs; i++) {
         a[i] = n->attrs[i];
-        if (strcmp(a[i].name, "index") == 0 && a[i].type == IR_ATTR_INT) a[i].i = 0, found = true;
+        if (a[i].type != IR_ATTR_INT) continue;
+        if (first && strcmp(a[i].name, "index") == 0) a[i].i = 0, changed = true;
+        if (unfused && strcmp(a[i].name, "fused") == 0) a[i].i = 0, changed = true;
     }
-    if (!found) return -1.0;
-    first.attrs = a;
-    return sched_node_seconds(cost, g, root, &first);
+    if (!changed) return -1.0;
+    copy.attrs = a;
+    return sched_node_seconds(cost, g, root, &copy);
 }
 
 double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
                         bool first) {
-    double t0 = first ? first_accumulate_seconds(cost, g, root, n) : -1.0;
+    double t0 = accumulate_seconds(cost, g, root, n, first);
     return t0 >= 0 ? t0 : sched_node_seconds(cost, g, root, n);
 }
 

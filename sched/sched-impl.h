@@ -201,7 +201,10 @@ ir_status sdp_refine(sdp_orderer *w, int lo, int hi, int kc, size_t *peak, ir_di
 
 /* root[v] for every value of g (ir_graph_buffer_roots): v itself unless v is an in-place output
  * or a view, else the value owning the buffer it lives in (a resident for an optimizer update or
- * a view of a weight, a produced value otherwise). */
+ * a view of a weight, a produced value otherwise), and a fused FissionAccumulate's part joins its
+ * accumulate's buffer as every order that runs it after its first slice has it
+ * (ir_graph_fused_parts without an order: the DP's and the swap placement's view;
+ * sched_memory_compute decides it for its own order, as the executor does). */
 void sfg_roots(const ir_graph *g, int *root);
 /* sched_value_device_bytes in O(1) with g's roots: the bytes of a root on the device, else 0. */
 size_t sfg_value_bytes(const ir_graph *g, const int *root, int v);
@@ -217,7 +220,10 @@ double sfg_node_seconds(prof_model *cost, const ir_graph *g, const int *root, co
 double sfg_node_seconds_of(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
                            double t);
 /* The time of one part of group node n (the kept part's node, index parts - 1): first for part 0,
- * where a FissionAccumulate costs as index 0 (a copy), else sched_node_seconds. */
+ * where a FissionAccumulate costs as index 0 (a copy), else sched_node_seconds; and a fused
+ * FissionAccumulate whose part root leaves a buffer of its own (root[part] == part: the order does
+ * not let its producer write into the buffer, ir_graph_fused_parts) costs as `fused` 0, the
+ * kernel of its own that the executor then runs. */
 double sfg_part_seconds(prof_model *cost, const ir_graph *g, const int *root, const ir_node *n,
                         bool first);
 

@@ -15,7 +15,9 @@
  * outputs count no bytes of their own either (both are sched_value_device_bytes, the one
  * definition sched/ counts with), and neither do views (ir_value_view_of). The root of an in-place
  * chain or of views over a produced value holds the buffer: its last_step is the last step of any
- * value with that root (ir_graph_buffer_roots); views of a resident are resident.
+ * value with that root (ir_graph_buffer_roots); views of a resident are resident. A fused
+ * FissionAccumulate's part that the order lets its producer write into the accumulate's buffer
+ * (ir_graph_fused_parts, as the executor decides it) joins that buffer's root and owns no bytes.
  * Fission groups (schedule.h): at a group's first step t0, step_bytes is what is live before t0
  * allocates plus the group's replay peak (sfg_replay), when that is more.
  * Hot-spots are every value live at the first step that reaches the peak, residents included
@@ -89,7 +91,12 @@ ir_status sched_memory_compute_keep(const ir_graph *g, const int *order, sched_m
         goto out;
     }
     for (int s = 0; s < n; s++) pos[order[s]] = s;
-    sfg_roots(g, root);
+    /* the order's own fused accumulates (the executor's rule, not sfg_roots' assumption) */
+    ir_graph_buffer_roots(g, root);
+    if (!ir_graph_fused_parts(g, order, pos, root, NULL)) {
+        st = ir_diag_set(d, IR_ERR_NOMEM, "out of memory placing the fused accumulates");
+        goto out;
+    }
 
     sched_lifetime *lt = m->lifetimes;
     for (int v = 0; v < g->n_values; v++) {

@@ -121,8 +121,11 @@ static void node_seconds(const ir_graph *g, const int *root, prof_model *cost, d
                          double *sec0) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *nd = &g->nodes[i];
+        /* a fused accumulate whose part this order leaves a buffer of its own (root, from
+         * sched_memory_compute_keep) is the kernel the executor runs: sfg_part_seconds */
         sec[i] = on_copy_stream(nd) ? prof_transfer_seconds(cost, swap_bytes(g, nd))
-                                    : sched_node_seconds(cost, g, root, nd);
+                 : nd->op == IR_OP_FissionAccumulate ? sfg_part_seconds(cost, g, root, nd, false)
+                                                     : sched_node_seconds(cost, g, root, nd);
         sec0[i] =
             nd->op == IR_OP_FissionAccumulate ? sfg_part_seconds(cost, g, root, nd, true) : sec[i];
     }
