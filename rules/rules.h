@@ -57,7 +57,8 @@ typedef enum rw_kind {
     RW_SWAP,
     RW_DESWAP,
     RW_SUBST,     /* a substitution rule (rules-subst.c): value = rw_subst_rule */
-    RW_FT_ENABLE, /* F-Tree mutations (MAGIS 5.1, rules-ftree.c): node_id = F-Tree node index */
+    RW_FT_ENABLE, /* F-Tree mutations (MAGIS 5.1, rules-ftree.c): node_id = F-Tree node index;
+                   *   enable's value = its n (0: the least divisor) */
     RW_FT_LIFT,   /*   they change the fission configuration, not the base graph */
     RW_FT_DISABLE,
     RW_FT_MUTATE,
@@ -382,7 +383,9 @@ void rw_ftree_free(rw_ftree *t); /* NULL-safe */
  * split up.)
  *  - enable: a disabled node whose S meets no enabled node's S (so without enabled ancestors
  *    or descendants; MAGIS enables leaves only, rules-ftree-mut.c says why magpie does not);
- *    n = the least divisor >= 2 of dim_len;
+ *    n = r.value, a divisor >= 2 of dim_len (0: the least). Listed once per n at the three
+ *    least divisors (2, 4 and 8 for 8; MAGIS enables at the least only, and
+ *    RW_FT_ENABLE_COUNTS in rules-ftree-mut.c says why magpie offers more);
  *  - lift: an enabled node with a parent whose S meets no other enabled node's S: the node is
  *    disabled and its parent enabled with the same n (when n divides the parent's dim_len,
  *    else its least divisor);

@@ -288,7 +288,7 @@ static rw_ftree_node hand_nodes[] = {
 };
 static const rw_ftree hand_tree = {.n = 5, .nodes = hand_nodes};
 
-/* The mutations of config as "kind:node" words, e.g. "E2 E3 E4". */
+/* The mutations of config as words: "E2/3" enables node 2 at n = 3, "M1" mutates node 1. */
 static void mutations_str(const int *config, char *buf, size_t n) {
     rw_rewrite r[32];
     int k = rw_ftree_mutations(&hand_tree, config, r, 32);
@@ -296,8 +296,11 @@ static void mutations_str(const int *config, char *buf, size_t n) {
     for (int i = 0; i < k; i++) {
         static const char letter[] = {
             [RW_FT_ENABLE] = 'E', [RW_FT_LIFT] = 'L', [RW_FT_DISABLE] = 'D', [RW_FT_MUTATE] = 'M'};
-        char w[16];
-        snprintf(w, sizeof w, "%s%c%u", i ? " " : "", letter[r[i].kind], r[i].node_id);
+        char w[24];
+        if (r[i].kind == RW_FT_ENABLE)
+            snprintf(w, sizeof w, "%sE%u/%d", i ? " " : "", r[i].node_id, r[i].value);
+        else
+            snprintf(w, sizeof w, "%s%c%u", i ? " " : "", letter[r[i].kind], r[i].node_id);
         strncat(buf, w, n - strlen(buf) - 1);
     }
 }
@@ -318,7 +321,7 @@ static void test_mutation_rules(void **state) {
     int c[5] = {1, 1, 1, 1, 1}, d[5];
     /* every free node can be enabled, the inner t0 and t1 too (rules-ftree-mut.c: magpie does
      * not restrict enable to leaves) */
-    expect_mutations(c, "E0 E1 E2 E3 E4");
+    expect_mutations(c, "E0/2 E0/3 E0/4 E1/2 E1/3 E1/4 E2/2 E2/3 E2/4 E3/2 E3/3 E3/4 E4/7");
     assert_true(mut(c, RW_FT_ENABLE, 0, d));
     assert_int_equal(d[0], 2);
     assert_true(mut(c, RW_FT_ENABLE, 1, d));
@@ -332,7 +335,7 @@ static void test_mutation_rules(void **state) {
     assert_true(mut(c, RW_FT_ENABLE, 3, d));
     assert_int_equal(d[3], 2);
     memcpy(c, d, sizeof c);
-    expect_mutations(c, "E2 E4 L3 D3 M3");
+    expect_mutations(c, "E2/2 E2/3 E2/4 E4/7 L3 D3 M3");
     /* mutate walks the divisors of 12 (figure 7(d)), in place (new_config aliases config) */
     int e[5];
     memcpy(e, c, sizeof e);
@@ -342,7 +345,7 @@ static void test_mutation_rules(void **state) {
         assert_int_equal(e[3], walk[i]);
     }
     assert_false(mut(e, RW_FT_MUTATE, 3, e)); /* 12 is the last */
-    expect_mutations(e, "E2 E4 L3 D3");
+    expect_mutations(e, "E2/2 E2/3 E2/4 E4/7 L3 D3");
 
     /* enable t2 as well; now t4 overlaps an enabled node (id 7) and cannot be enabled */
     assert_true(mut(c, RW_FT_ENABLE, 2, c));
@@ -372,7 +375,7 @@ static void test_mutation_rules(void **state) {
     int f[5] = {1, 1, 1, 1, 1};
     assert_true(mut(f, RW_FT_ENABLE, 4, f));
     assert_int_equal(f[4], 7);
-    expect_mutations(f, "E1 E3 D4"); /* t0 and t2 overlap t4 (id 7); t1 and t3 do not */
+    expect_mutations(f, "E1/2 E1/3 E1/4 E3/2 E3/3 E3/4 D4"); /* t0, t2 overlap t4 (id 7) */
 
     /* rw_ftree_enabled: the enabled fissions with their n, sharing the tree's ids */
     int g[5] = {1, 1, 3, 6, 1};
@@ -383,6 +386,44 @@ static void test_mutation_rules(void **state) {
     assert_ptr_equal(fs[1].ids, s3);
     assert_int_equal(fs[1].parts, 6);
     assert_int_equal(hand_nodes[2].f.parts, 1); /* the tree itself is untouched */
+}
+
+/* Enable takes its n from the rewrite: each listed enable applies at its own n, a divisor of
+ * dim_len; n = 0 (a checkpoint written before enable carried its n) is the least divisor; an n
+ * that does not divide dim_len, or 1, does not apply. Listing stops at max, inside one node's
+ * enables too. */
+static void test_enable_part_counts(void **state) {
+    (void)state;
+    int c[5] = {1, 1, 1, 1, 1}, d[5];
+    rw_rewrite r[32];
+    int k = rw_ftree_mutations(&hand_tree, c, r, 32);
+    assert_int_equal(k, 13);
+    for (int i = 0; i < k; i++) {
+        assert_int_equal(r[i].kind, RW_FT_ENABLE);
+        assert_true(rw_ftree_mutate(&hand_tree, c, &r[i], d));
+        assert_int_equal(d[r[i].node_id], r[i].value);
+        for (int j = 0; j < 5; j++)
+            if (j != (int)r[i].node_id) assert_int_equal(d[j], 1);
+    }
+    rw_rewrite e = {.kind = RW_FT_ENABLE, .node_id = 0, .value = 6};
+    assert_true(rw_ftree_mutate(&hand_tree, c, &e, d)); /* 6 divides 12, though not listed */
+    assert_int_equal(d[0], 6);
+    e.value = 0;
+    assert_true(rw_ftree_mutate(&hand_tree, c, &e, d));
+    assert_int_equal(d[0], 2);
+    const int bad[] = {1, 5, 24, -2};
+    for (int i = 0; i < 4; i++) {
+        e.value = bad[i];
+        assert_false(rw_ftree_mutate(&hand_tree, c, &e, d));
+    }
+    e = (rw_rewrite){.kind = RW_FT_ENABLE, .node_id = 4, .value = 7};
+    assert_true(rw_ftree_mutate(&hand_tree, c, &e, d));
+    e.value = 14; /* beyond dim_len 7 */
+    assert_false(rw_ftree_mutate(&hand_tree, c, &e, d));
+    /* max: two of node 0's three */
+    assert_int_equal(rw_ftree_mutations(&hand_tree, c, r, 2), 2);
+    assert_int_equal(r[1].node_id, 0);
+    assert_int_equal(r[1].value, 3);
 }
 
 /* Lift to a parent whose dimension n does not divide takes the parent's least divisor; disable
@@ -691,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_heat_score_random),
         cmocka_unit_test(test_select_intervals),
         cmocka_unit_test(test_mutation_rules),
+        cmocka_unit_test(test_enable_part_counts),
         cmocka_unit_test(test_mutation_lift_and_disable_edges),
         cmocka_unit_test(test_build_by_hand),
         cmocka_unit_test(test_build_training_graphs),
