@@ -99,7 +99,7 @@ double sfg_node_seconds_of(prof_model *cost, const ir_graph *g, const int *root,
     sfg_node_group(n, &parts);
     if (parts <= 1) return t;
     /* sfg_part_seconds(..., true) without its second roofline: t is what it falls back to */
-    double t0 = first_accumulate_seconds(cost, g, root, n);
+    double t0 = accumulate_seconds(cost, g, root, n, true);
     return t * (parts - 1) + (t0 >= 0 ? t0 : t);
 }
 
