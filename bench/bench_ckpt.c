@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ckpt-search.h"
+#include "bench-median.h"
 
 /* CPU time of this process: on a loaded machine, what the work costs without the waiting */
 static double cpu(void) {
@@ -36,15 +37,6 @@ static uint64_t splitmix(uint64_t *s) {
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
     return z ^ (z >> 31);
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void die(const char *what, const ir_diag *d) {

@@ -10,6 +10,7 @@
  * Times are the kernel's CPU seconds on one thread (run it with OMP_NUM_THREADS=1 and
  * OPENBLAS_NUM_THREADS=1), which a busy machine's waits for a core do not inflate. */
 #include "ir-geom.h"
+#include "bench-median.h"
 #include "rt.h"
 
 #include <stdio.h>
@@ -76,16 +77,6 @@ static ir_graph *build(const layer *l, ir_diag *d) {
     }
     ir_graph_add_output(g, y);
     return g;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(int argc, char **argv) {

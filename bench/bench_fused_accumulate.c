@@ -15,6 +15,7 @@
  *
  * usage: bench_fused_accumulate [B K N parts rounds]   (defaults 2048 512 512 8 41) */
 #include "rt.h"
+#include "bench-median.h"
 #include "rules.h"
 #include "schedule.h"
 
@@ -52,16 +53,6 @@ static void set_fused(ir_graph *g, int fused) {
         for (int a = 0; a < n->n_attrs; a++)
             if (!strcmp(n->attrs[a].name, "fused")) n->attrs[a].i = fused;
     }
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(int argc, char **argv) {

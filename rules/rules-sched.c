@@ -606,37 +606,6 @@ static bool push(rw_rewrite *out, int max, int *cnt, rw_rewrite r) {
     return true;
 }
 
-#ifndef NDEBUG
-/* (Debug builds check readers_mark with it.) Is one of the readers users[0..nu) of v an
- * ancestor of node ib? A reverse search from ib that
- * stays within node indices from the lowest reader's on (g->nodes is topological, so no
- * ancestor that is a reader lies below it). seen (n bytes, zero) and stack (n ints) are
- * scratch; seen is zero again on return. */
-static bool reader_is_ancestor(const ir_graph *g, const int *users, int nu, int ib,
-                               unsigned char *seen, int *stack) {
-    int lo = ib;
-    for (int u = 0; u < nu; u++) lo = users[u] < lo ? users[u] : lo;
-    int top = 0, n_seen = 0;
-    bool found = false;
-    stack[top++] = ib;
-    seen[ib] = 1;
-    /* a queue: [n_seen, top) is pending, and all of [0, top) is what to unmark at the end */
-    while (n_seen < top && !found) {
-        int i = stack[n_seen++];
-        const ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in && !found; k++) {
-            int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
-            if (p < lo || seen[p]) continue;
-            seen[p] = 1;
-            stack[top++] = p;
-            for (int u = 0; u < nu; u++) found |= users[u] == p;
-        }
-    }
-    for (int j = 0; j < top; j++) seen[stack[j]] = 0;
-    return found;
-}
-#endif
-
 /* The readers users[0..nu) of v (ascending node indices) that have another reader among their
  * ancestors, marked in one forward pass: mark[i] gets bit 1 when node i is a reader and bit 2
  * when it descends from one (it reads a value that a reader or a descendant of one produces).
@@ -668,9 +637,11 @@ static void readers_unmark(const int *users, int nu, unsigned char *mark) {
 /* For a remat for B = node ib that reads v through the views skip[0..ns) (view_path's): is a
  * reader of v other than those views an ancestor of B? The views are ancestors of B and read v,
  * but the rewrite removes them once B reads their copies, so they keep nothing (apply_remat
- * refuses it then). A reverse search from ib, as reader_is_ancestor's; seen (n bytes, zero) and
- * stack (n ints) are scratch, seen zero again on return. Only for readers through views, which
- * are few. */
+ * refuses it then). A reverse search from ib that stays within node indices from the lowest
+ * reader's on (g->nodes is topological, so no ancestor that is a reader lies below it); stack is
+ * a queue: [n_seen, top) is pending, all of [0, top) is unmarked at the end. seen (n bytes, zero)
+ * and stack (n ints) are scratch, seen zero again on return. Only for readers through views,
+ * which are few (and for Debug builds' check of readers_mark). */
 static bool kept_beside_views(const ir_graph *g, const int *users, int nu, int ib, const int *skip,
                               int ns, unsigned char *seen, int *stack) {
     int lo = ib;
@@ -694,6 +665,15 @@ static bool kept_beside_views(const ir_graph *g, const int *users, int nu, int i
     for (int j = 0; j < top; j++) seen[stack[j]] = 0;
     return found;
 }
+
+#ifndef NDEBUG
+/* (Debug builds check readers_mark with it.) Is one of the readers users[0..nu) of v an
+ * ancestor of node ib? kept_beside_views with no views to skip. */
+static bool reader_is_ancestor(const ir_graph *g, const int *users, int nu, int ib,
+                               unsigned char *seen, int *stack) {
+    return kept_beside_views(g, users, nu, ib, NULL, 0, seen, stack);
+}
+#endif
 
 /* Could an RW_REMAT_CHAIN of A for a reader at step sb recompute a producer with A? Only if an
  * input of A has a recomputable producer whose outputs all die before sb under m (the order at
