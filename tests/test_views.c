@@ -451,6 +451,42 @@ static void test_swap_and_remat_of_a_view(void **state) {
     ir_graph_free(g);
 }
 
+/* The rewrite of kind that rw_candidates offers for hot-spot a and late reader c, applied; fails
+ * the test (naming what) when none is offered or the rewrite is refused. */
+static ir_graph *apply_offered(const ir_graph *g, rw_kind kind, int a, int c, const char *what) {
+    sched_memory m;
+    ir_diag d = {{0}};
+    assert_int_equal(sched_memory_compute(g, NULL, &m, &d), IR_OK);
+    rw_rewrite cand[64];
+    int n = rw_candidates(g, &m, false, cand, 64), found = -1;
+    sched_memory_free(&m);
+    uint32_t aid = g->nodes[g->values[a].producer].id, cid = g->nodes[g->values[c].producer].id;
+    for (int i = 0; i < n; i++)
+        if (cand[i].kind == (int)kind && cand[i].node_id == aid && cand[i].user_id == cid)
+            found = i;
+    if (found < 0) fail_msg("%s: no such candidate", what);
+    ir_status st;
+    ir_graph *g2 = rw_apply(g, &cand[found], NULL, NULL, &st, &d);
+    if (!g2) fail_msg("%s: %s", what, d.msg);
+    return g2;
+}
+
+/* g and its rewrite g2 (in order, or g2's own when NULL) compute the same bytes: the rewrites
+ * here only move, copy or recompute elementwise kernels on the same inputs. */
+static void expect_same_outputs(const ir_graph *g, const ir_graph *g2, const int *order) {
+    rt_binding bind[1];
+    float *data[1];
+    rt_result r1, r2;
+    bind_all(g, bind, data);
+    run_checked(g, NULL, bind, 1, &r1);
+    run_checked(g2, order, bind, 1, &r2);
+    for (int i = 0; i < g->n_outputs; i++)
+        assert_memory_equal(r1.outputs[i].data, r2.outputs[i].data, 64 * sizeof(float));
+    rt_result_free(&r1);
+    rt_result_free(&r2);
+    free(data[0]);
+}
+
 /* Swapping a base for a late reader of its view: a = Relu(x) is viewed early (v = Reshape(a),
  * read by e) and read late through v (c = v + ...). The swap candidate of the hot-spot a names c;
  * applied, it stores a, loads it back and views the Load again for c, so a's buffer dies at its
@@ -469,19 +505,9 @@ static void test_swap_through_a_view(void **state) {
     int c = node1(g, IR_OP_Add, "c", 2, (int[]){v, f4});
     ir_graph_add_output(g, e);
     ir_graph_add_output(g, c);
-    sched_memory m;
-    ir_diag d = {{0}};
-    assert_int_equal(sched_memory_compute(g, NULL, &m, &d), IR_OK);
-    rw_rewrite cand[64];
-    int n = rw_candidates(g, &m, false, cand, 64), found = -1;
+    ir_graph *g2 = apply_offered(g, RW_SWAP, a, c, "swap through a view");
     uint32_t aid = g->nodes[g->values[a].producer].id, cid = g->nodes[g->values[c].producer].id;
-    for (int i = 0; i < n; i++)
-        if (cand[i].kind == RW_SWAP && cand[i].node_id == aid && cand[i].user_id == cid) found = i;
-    assert_true(found >= 0);
-    sched_memory_free(&m);
-    ir_status st;
-    ir_graph *g2 = rw_apply(g, &cand[found], NULL, NULL, &st, &d);
-    if (!g2) fail_msg("swap through a view: %s", d.msg);
+    ir_diag d = {{0}};
     int c2 = -1, a2 = -1;
     for (int i = 0; i < g2->n_nodes; i++) {
         if (g2->nodes[i].id == cid) c2 = i;
@@ -502,17 +528,7 @@ static void test_swap_through_a_view(void **state) {
     int a_out = g2->nodes[a2].out[0];
     assert_true(m2.lifetimes[a_out].last_step < sched_node_step(g2, &m2, c2));
     sched_memory_free(&m2);
-    rt_binding bind[1];
-    float *data[1];
-    rt_result r1, r2;
-    bind_all(g, bind, data);
-    run_checked(g, NULL, bind, 1, &r1);
-    run_checked(g2, order, bind, 1, &r2);
-    for (int i = 0; i < g->n_outputs; i++)
-        assert_memory_equal(r1.outputs[i].data, r2.outputs[i].data, 64 * sizeof(float));
-    rt_result_free(&r1);
-    rt_result_free(&r2);
-    free(data[0]);
+    expect_same_outputs(g, g2, order);
     free(order);
     free(eager);
     prof_close(cost);
@@ -539,19 +555,9 @@ static void test_remat_through_a_view(void **state) {
     int v = reshape(g, "v", a, 2, (int64_t[]){8, 8});
     int c = node1(g, IR_OP_Add, "c", 2, (int[]){v, f3});
     ir_graph_add_output(g, c);
-    sched_memory m;
-    ir_diag d = {{0}};
-    assert_int_equal(sched_memory_compute(g, NULL, &m, &d), IR_OK);
-    rw_rewrite cand[64];
-    int n = rw_candidates(g, &m, false, cand, 64), found = -1;
+    ir_graph *g2 = apply_offered(g, RW_REMAT, a, c, "remat through a view");
     uint32_t aid = g->nodes[g->values[a].producer].id, cid = g->nodes[g->values[c].producer].id;
-    for (int i = 0; i < n; i++)
-        if (cand[i].kind == RW_REMAT && cand[i].node_id == aid && cand[i].user_id == cid) found = i;
-    assert_true(found >= 0);
-    sched_memory_free(&m);
-    ir_status st;
-    ir_graph *g2 = rw_apply(g, &cand[found], NULL, NULL, &st, &d);
-    if (!g2) fail_msg("remat through a view: %s", d.msg);
+    ir_diag d = {{0}};
     int c2 = -1, a2 = -1, n_relu = 0, n_reshape = 0;
     for (int i = 0; i < g2->n_nodes; i++) {
         if (g2->nodes[i].id == cid) c2 = i;
@@ -573,16 +579,7 @@ static void test_remat_through_a_view(void **state) {
     int a_out = g2->nodes[a2].out[0];
     assert_true(m2.lifetimes[a_out].last_step < sched_node_step(g2, &m2, c2));
     sched_memory_free(&m2);
-    rt_binding bind[1];
-    float *data[1];
-    rt_result r1, r2;
-    bind_all(g, bind, data);
-    run_checked(g, NULL, bind, 1, &r1);
-    run_checked(g2, NULL, bind, 1, &r2);
-    assert_memory_equal(r1.outputs[0].data, r2.outputs[0].data, 64 * sizeof(float));
-    rt_result_free(&r1);
-    rt_result_free(&r2);
-    free(data[0]);
+    expect_same_outputs(g, g2, NULL);
     ir_graph_free(g2);
     ir_graph_free(g);
 }
@@ -630,17 +627,7 @@ static void test_swap_leaves_no_unread_view(void **state) {
     assert_int_equal(n_reshape, 2); /* f, and v over the Load */
     assert_int_equal(n_transpose, 1);
     assert_true(load >= 0);
-    rt_binding bind[1];
-    float *data[1];
-    rt_result r1, r2;
-    bind_all(g, bind, data);
-    run_checked(g, NULL, bind, 1, &r1);
-    run_checked(g2, NULL, bind, 1, &r2);
-    for (int i = 0; i < g->n_outputs; i++)
-        assert_memory_equal(r1.outputs[i].data, r2.outputs[i].data, 64 * sizeof(float));
-    rt_result_free(&r1);
-    rt_result_free(&r2);
-    free(data[0]);
+    expect_same_outputs(g, g2, NULL);
     /* the inverse: the view's copy reads a again, the Store and the Load go */
     int user = -1;
     for (int i = 0; i < g2->n_nodes; i++)
