@@ -100,34 +100,40 @@ typedef struct bound {
     int n;
 } bound;
 
+/* Both parts' inputs of the producer (part 0's first one data), added to g and bound in bd with
+ * the same contents on every call (seeded fills, fixed indices). */
+static void add_part_inputs(ir_graph *g, const kind_shapes *ks, int in[2][2], bound *bd) {
+    bd->n = 0;
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < ks->n_in; j++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "in%d_p%d", j, k);
+            bool ix = ks->indices && j == 1;
+            int v = ir_graph_add_value(g, ir_graph_strdup(g, nm), ix ? IR_I64 : IR_F32, &ks->in[j]);
+            ir_graph_add_input(g, v);
+            if (bd->n == 0) g->values[v].flags |= IR_VF_DATA;
+            in[k][j] = v;
+            rt_binding *b = &bd->b[bd->n];
+            *b = (rt_binding){.value = v, .dtype = ix ? IR_I64 : IR_F32, .shape = ks->in[j]};
+            if (ix) {
+                static const int64_t rows[2][5] = {{0, 3, 3, 6, -1}, {2, 2, 5, 0, 1}};
+                memcpy(bd->idx[k], rows[k], sizeof rows[k]);
+                b->data = bd->idx[k];
+            } else {
+                tu_fill(bd->f[bd->n], ir_shape_numel(&ks->in[j]), 100 + (uint64_t)bd->n);
+                b->data = bd->f[bd->n];
+            }
+            bd->n++;
+        }
+}
+
 /* buf = FissionBuffer (unfilled); p_k = P(inputs of part k); c0 = acc(buf, p0), c1 = acc(c0, p1),
  * `fused` as given; c1 the output. Nodes: buf 0, P0 1, acc0 2, P1 3, acc1 4. */
 static ir_graph *chain(int kind, int fused, bound *bd, int *part) {
     ir_graph *g = ir_graph_new();
     kind_shapes ks = shapes_of(kind);
     int in[2][2];
-    bd->n = 0;
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < ks.n_in; j++) {
-            char nm[16];
-            snprintf(nm, sizeof nm, "in%d_p%d", j, k);
-            bool ix = ks.indices && j == 1;
-            int v = ir_graph_add_value(g, ir_graph_strdup(g, nm), ix ? IR_I64 : IR_F32, &ks.in[j]);
-            ir_graph_add_input(g, v);
-            if (bd->n == 0) g->values[v].flags |= IR_VF_DATA;
-            in[k][j] = v;
-            rt_binding *b = &bd->b[bd->n];
-            *b = (rt_binding){.value = v, .dtype = ix ? IR_I64 : IR_F32, .shape = ks.in[j]};
-            if (ix) {
-                static const int64_t rows[2][5] = {{0, 3, 3, 6, -1}, {2, 2, 5, 0, 1}};
-                memcpy(bd->idx[k], rows[k], sizeof rows[k]);
-                b->data = bd->idx[k];
-            } else {
-                tu_fill(bd->f[bd->n], ir_shape_numel(&ks.in[j]), 100 + (uint64_t)bd->n);
-                b->data = bd->f[bd->n];
-            }
-            bd->n++;
-        }
+    add_part_inputs(g, &ks, in, bd);
     ir_attr pa[4];
     int npa = kind_attrs(g, kind, pa);
     /* the buffer's shape: the producer's output, inferred on part 0's inputs */
@@ -139,18 +145,7 @@ static ir_graph *chain(int kind, int fused, bound *bd, int *part) {
     int rank = os.rank;
     ir_graph_free(g); /* rebuilt in node order: buf first */
     g = ir_graph_new();
-    bd->n = 0;
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < ks.n_in; j++) {
-            char nm[16];
-            snprintf(nm, sizeof nm, "in%d_p%d", j, k);
-            bool ix = ks.indices && j == 1;
-            int v = ir_graph_add_value(g, ir_graph_strdup(g, nm), ix ? IR_I64 : IR_F32, &ks.in[j]);
-            ir_graph_add_input(g, v);
-            if (bd->n == 0) g->values[v].flags |= IR_VF_DATA;
-            in[k][j] = v;
-            bd->b[bd->n++].value = v;
-        }
+    add_part_inputs(g, &ks, in, bd);
     npa = kind_attrs(g, kind, pa);
     int64_t *gd = ir_graph_alloc(g, sizeof(int64_t) * (size_t)(rank + 1));
     memcpy(gd, dims, sizeof(int64_t) * (size_t)rank);
