@@ -136,18 +136,29 @@ static void test_bn_forward(void **state) {
     ir_graph_free(g);
 }
 
+/* The model at rel (from the source tree) imported into *fwd, and its batch norms in two phases
+ * (*n_bn of them); fails the test naming name. */
+static ir_graph *load_two_phase(const char *rel, const char *name, ir_graph **fwd, int *n_bn) {
+    char path[1024];
+    ir_diag d = {{0}};
+    ir_status st;
+    *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
+    if (!*fwd) fail_msg("import %s: %s", name, d.msg);
+    ir_graph *two = rw_bn_two_phase(*fwd, n_bn, &d);
+    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    return two;
+}
+
 /* A fixture's training graph (--loss mse) with its batch norms in two phases, split along the
  * batch, against the training graph of the original. */
 static void check_fixture(const char *name, int expect_bn) {
-    char rel[256], path[1024];
+    char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/numeric/%s/model.onnx", name);
     ir_diag d = {{0}};
     ir_status st;
-    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
-    if (!fwd) fail_msg("import %s: %s", name, d.msg);
+    ir_graph *fwd;
     int n_bn;
-    ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
-    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    ir_graph *two = load_two_phase(rel, name, &fwd, &n_bn);
     assert_int_equal(n_bn, expect_bn);
     ir_train_opts to = {.loss = IR_LOSS_MSE};
     ir_graph *tg = ir_build_training(fwd, &to, &st, &d);
@@ -252,15 +263,13 @@ static void test_bn_break_reason(void **state) {
  * through the whole training graph; EfficientNet-B0's (squeeze-excitation pools and broadcasts,
  * SiLU as Sigmoid and Mul, --loss ce) stops only at the classifier's Dropout(0.2), which draws. */
 static void check_corpus_breaks(const char *name, ir_loss_kind loss, const char *expect) {
-    char rel[256], path[1024];
+    char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/corpus/%s.onnx", name);
     ir_diag d = {{0}};
     ir_status st;
-    ir_graph *fwd = ir_onnx_load(tu_src_path(rel, path, sizeof path), NULL, &st, &d);
-    if (!fwd) fail_msg("import %s: %s", name, d.msg);
+    ir_graph *fwd;
     int n_bn;
-    ir_graph *two = rw_bn_two_phase(fwd, &n_bn, &d);
-    if (!two) fail_msg("%s: two phases: %s", name, d.msg);
+    ir_graph *two = load_two_phase(rel, name, &fwd, &n_bn);
     assert_true(n_bn > 0);
     ir_train_opts to = {.loss = loss, .optimizer = IR_OPTIM_SGD, .lr = 0.01};
     ir_graph *tg = ir_build_training(two, &to, &st, &d);
